@@ -1,0 +1,9 @@
+"""npbert: a NumPy-only reference implementation of BERT.
+
+Forward and hand-written backward equal to transformers, a WordPiece tokenizer equal to its
+Python BertTokenizer, checkpoints in and out with no framework.  Names follow transformers.
+"""
+from npbert.config import BertConfig
+from npbert.modeling import BertModel, BertPreTrainedModel
+
+__version__ = "0.1.0"

@@ -1,0 +1,8 @@
+"""HF's BERT class tree in NumPy: each module a forward/backward pair over one flat parameter dict."""
+from .attention import BertAttention, BertSelfAttention, BertSelfOutput
+from .bert import BertModel
+from .embeddings import BertEmbeddings
+from .encoder import BertEncoder, BertLayer
+from .feed_forward import BertIntermediate, BertOutput
+from .pooler import BertPooler
+from .pretrained import BertPreTrainedModel

@@ -1,0 +1,149 @@
+"""Self-attention: BertSelfAttention, BertSelfOutput, BertAttention.
+
+    B = batch, T = sequence length (keys), F = sequence length (queries; F = T here),
+    H = hidden size, N = attention heads, D = H / N head size
+"""
+import numpy as np
+
+from npbert.ops.dropout import dropout_backward, dropout_forward
+from npbert.ops.layer_norm import layer_norm_backward, layer_norm_forward
+from npbert.ops.linear import linear_backward, linear_forward
+from npbert.ops.softmax import softmax_backward, softmax_forward
+
+from .module import Module
+
+
+class BertSelfAttention(Module):
+    """Scaled dot-product attention over N heads.
+
+        Q, K, V = x Wq^T + bq, x Wk^T + bk, x Wv^T + bv             (B, T, H) -> (B, N, T, D)
+        probs   = dropout(softmax(Q K^T / sqrt(D) + mask)) * head_mask  (B, N, F, T)
+        context = probs V                                          (B, N, F, D) -> (B, F, H)
+    """
+
+    def __init__(self, state, prefix):
+        super().__init__(state, prefix)
+        H = self.config.hidden_size
+        self.num_attention_heads = self.config.num_attention_heads                # N
+        self.attention_head_size = H // self.num_attention_heads                  # D
+        self.scaling = self.attention_head_size ** -0.5
+        self.add_linear("query", H, H)
+        self.add_linear("key", H, H)
+        self.add_linear("value", H, H)
+
+    def split_heads(self, x):
+        """(B, T, H) -> (B, N, T, D), a view."""
+        B, T, _ = x.shape
+        return x.reshape(B, T, self.num_attention_heads, self.attention_head_size).transpose(0, 2, 1, 3)
+
+    @staticmethod
+    def merge_heads(x):
+        """(B, N, T, D) -> (B, T, H), a copy."""
+        B, N, T, D = x.shape
+        return x.transpose(0, 2, 1, 3).reshape(B, T, N * D)
+
+    def forward(self, hidden_states, attention_mask=None, head_mask=None):
+        """hidden_states: (B, T, H); attention_mask: additive, broadcastable to (B, N, F, T)
+        (0 where attended, finfo.min where masked) or None; head_mask: (N,) or None.
+        Returns (context (B, F, H), probs (B, N, F, T), cache)."""
+        cache = {}
+        q, cache["query"] = linear_forward(hidden_states, self.p("query.weight"), self.p("query.bias"))
+        k, cache["key"] = linear_forward(hidden_states, self.p("key.weight"), self.p("key.bias"))
+        v, cache["value"] = linear_forward(hidden_states, self.p("value.weight"), self.p("value.bias"))
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)   # (B, N, T, D) each
+
+        scores = q @ k.transpose(0, 1, 3, 2)                                      # (B, N, F, T)
+        scores *= scores.dtype.type(self.scaling)
+        if attention_mask is not None:
+            scores += attention_mask
+        probs, cache["softmax"] = softmax_forward(scores)                         # (B, N, F, T)
+        probs, cache["dropout"] = dropout_forward(probs, self.config.attention_probs_dropout_prob,
+                                                  self.state.rng, self.training)
+        if head_mask is not None:
+            probs = probs * head_mask[None, :, None, None]                        # (B, N, F, T)
+        context = self.merge_heads(probs @ v)                                     # (B, F, H)
+        cache.update(q=q, k=k, v=v, probs=probs, head_mask=head_mask)
+        return context, probs, cache
+
+    def backward(self, dcontext, cache, dprobs=None):
+        """dcontext: (B, F, H); dprobs: optional upstream gradient of the returned probs.
+        Returns (dhidden_states (B, T, H), grads)."""
+        q, k, v, probs = cache["q"], cache["k"], cache["v"], cache["probs"]
+        dctx = self.split_heads(dcontext)                                         # (B, N, F, D)
+        # in the forward: context = probs @ v
+        dprobs_total = dctx @ v.transpose(0, 1, 3, 2)                             # (B, N, F, T)
+        if dprobs is not None:
+            dprobs_total += dprobs
+        dv = probs.transpose(0, 1, 3, 2) @ dctx                                   # (B, N, T, D)
+        # in the forward: probs = dropout(softmax(scores)) * head_mask
+        if cache["head_mask"] is not None:
+            dprobs_total *= cache["head_mask"][None, :, None, None]
+        dprobs_total = dropout_backward(dprobs_total, cache["dropout"])
+        dscores = softmax_backward(dprobs_total, cache["softmax"])                # (B, N, F, T)
+        # in the forward: scores = q @ k^T * scaling  (+ a constant mask)
+        dscores *= dscores.dtype.type(self.scaling)
+        dq = dscores @ k                                                          # (B, N, F, D)
+        dk = dscores.transpose(0, 1, 3, 2) @ q                                    # (B, N, T, D)
+
+        grads = {}
+        dx, g = linear_backward(self.merge_heads(dq), cache["query"])
+        grads.update(self.prefixed("query", g))
+        dx_k, g = linear_backward(self.merge_heads(dk), cache["key"])
+        grads.update(self.prefixed("key", g))
+        dx += dx_k
+        dx_v, g = linear_backward(self.merge_heads(dv), cache["value"])
+        grads.update(self.prefixed("value", g))
+        dx += dx_v                                                                # x fed Q, K and V
+        return dx, grads
+
+
+class BertSelfOutput(Module):
+    """out = LayerNorm(dropout(dense(hidden_states)) + input_tensor)     (B, T, H) -> (B, T, H)"""
+
+    def __init__(self, state, prefix, in_features=None):
+        super().__init__(state, prefix)
+        H = self.config.hidden_size
+        self.add_linear("dense", in_features or H, H)
+        self.add_layer_norm("LayerNorm", H)
+
+    def forward(self, hidden_states, input_tensor):
+        cache = {}
+        h, cache["dense"] = linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))
+        h, cache["dropout"] = dropout_forward(h, self.config.hidden_dropout_prob, self.state.rng, self.training)
+        h += input_tensor                       # in place: neither the dense nor the dropout cache holds h
+        h, cache["ln"] = layer_norm_forward(h, self.p("LayerNorm.weight"), self.p("LayerNorm.bias"),
+                                            self.config.layer_norm_eps)
+        return h, cache
+
+    def backward(self, dout, cache):
+        """Returns (dhidden_states, dinput_tensor, grads): the residual sends dsum to both."""
+        grads = {}
+        dsum, g = layer_norm_backward(dout, cache["ln"])                           # (B, T, H)
+        grads.update(self.prefixed("LayerNorm", g))
+        dh = dropout_backward(dsum, cache["dropout"])
+        dx, g = linear_backward(dh, cache["dense"])
+        grads.update(self.prefixed("dense", g))
+        return dx, dsum, grads
+
+
+class BertAttention(Module):
+    """BertSelfAttention followed by BertSelfOutput (with the residual from its input)."""
+
+    def __init__(self, state, prefix):
+        super().__init__(state, prefix)
+        self.self = BertSelfAttention(state, prefix + "self.")
+        self.output = BertSelfOutput(state, prefix + "output.")
+
+    def forward(self, hidden_states, attention_mask=None, head_mask=None):
+        """(B, T, H) -> ((B, T, H), probs (B, N, T, T), cache)."""
+        context, probs, self_cache = self.self.forward(hidden_states, attention_mask, head_mask)
+        out, output_cache = self.output.forward(context, hidden_states)
+        return out, probs, (self_cache, output_cache)
+
+    def backward(self, dout, cache, dprobs=None):
+        self_cache, output_cache = cache
+        dcontext, dresidual, grads = self.output.backward(dout, output_cache)
+        dx, g = self.self.backward(dcontext, self_cache, dprobs)
+        grads.update(g)
+        dx += dresidual                                                           # the residual path
+        return dx, grads

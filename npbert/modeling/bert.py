@@ -1,0 +1,199 @@
+"""BertModel: embeddings -> encoder -> pooler, with the checks on its inputs.
+
+    B = batch, T = sequence length, H = hidden size, N = heads, L = layers,
+    V = vocab size, P = max position embeddings, Y = type vocab size
+"""
+import numpy as np
+
+from .embeddings import BertEmbeddings
+from .encoder import BertEncoder
+from .outputs import BaseModelOutputWithPoolingAndCrossAttentions
+from .pooler import BertPooler
+from .pretrained import BertPreTrainedModel
+
+
+def _as_int_array(name, value):
+    a = np.asarray(value)
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
+        raise TypeError(f"{name} must be an integer array, got dtype {a.dtype}")
+    return a.astype(np.int64, copy=False)
+
+
+def _check_range(name, ids, high, what):
+    if ids.size and (ids.min() < 0 or ids.max() >= high):
+        bad = ids[(ids < 0) | (ids >= high)]
+        raise IndexError(f"{name} has values outside [0, {high}) ({what}): e.g. {bad.ravel()[:5].tolist()}")
+
+
+class BertModel(BertPreTrainedModel):
+    """transformers' BertModel.  Parameters: `embeddings.*`, `encoder.layer.<i>.*`, `pooler.*`."""
+
+    def __init__(self, config, add_pooling_layer=True, seed=0, dtype=np.float32, **kwargs):
+        super().__init__(config, seed=seed, dtype=dtype, **kwargs)
+        self.embeddings = BertEmbeddings(self.state, self.prefix + "embeddings.")
+        self.encoder = BertEncoder(self.state, self.prefix + "encoder.")
+        self.pooler = BertPooler(self.state, self.prefix + "pooler.") if add_pooling_layer else None
+        self.post_init()
+
+    # ---- inputs ---------------------------------------------------------------------
+    def _prepare_inputs(self, input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds):
+        """Check every input and fill in the defaults.  Returns (ids, types, positions,
+        inputs_embeds, additive mask, head_mask (L, N) or None)."""
+        c, dtype = self.config, self.state.dtype
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
+        if input_ids is not None:
+            input_ids = _as_int_array("input_ids", input_ids)
+            if input_ids.ndim != 2:
+                raise ValueError(f"input_ids must be 2-D (batch, sequence), got shape {input_ids.shape}")
+            _check_range("input_ids", input_ids, c.vocab_size, "vocab_size")
+            B, T = input_ids.shape
+        else:
+            inputs_embeds = np.asarray(inputs_embeds)
+            if inputs_embeds.ndim != 3 or inputs_embeds.shape[2] != c.hidden_size:
+                raise ValueError(f"inputs_embeds must be (batch, sequence, hidden_size={c.hidden_size}), "
+                                 f"got shape {inputs_embeds.shape}")
+            if inputs_embeds.dtype != dtype:
+                raise TypeError(f"inputs_embeds has dtype {inputs_embeds.dtype}, the model computes in "
+                                f"{np.dtype(dtype).name}")
+            B, T = inputs_embeds.shape[:2]
+        if T == 0:
+            raise ValueError("the sequence length is 0")
+
+        if position_ids is None:
+            if T > c.max_position_embeddings:
+                raise ValueError(f"sequence length {T} is longer than max_position_embeddings="
+                                 f"{c.max_position_embeddings}")
+            position_ids = np.broadcast_to(np.arange(T, dtype=np.int64), (B, T))
+        else:
+            position_ids = _as_int_array("position_ids", position_ids)
+            try:
+                position_ids = np.broadcast_to(position_ids, (B, T))
+            except ValueError:
+                raise ValueError(f"position_ids of shape {position_ids.shape} does not fit the inputs "
+                                 f"(batch {B}, sequence {T})") from None
+            _check_range("position_ids", position_ids, c.max_position_embeddings, "max_position_embeddings")
+
+        if token_type_ids is None:
+            token_type_ids = np.zeros((B, T), dtype=np.int64)
+        else:
+            token_type_ids = _as_int_array("token_type_ids", token_type_ids)
+            if token_type_ids.shape != (B, T):
+                raise ValueError(f"token_type_ids has shape {token_type_ids.shape}, the inputs are ({B}, {T})")
+            _check_range("token_type_ids", token_type_ids, c.type_vocab_size, "type_vocab_size")
+
+        mask = self._extended_attention_mask(attention_mask, B, T)
+        if head_mask is not None:
+            head_mask = self._check_head_mask(head_mask)
+        return input_ids, token_type_ids, position_ids, inputs_embeds, mask, head_mask
+
+    def _extended_attention_mask(self, attention_mask, B, T):
+        """1/0 mask (B, T) or (B, T, T) -> additive (B, 1, 1, T) or (B, 1, T, T), 0 where attended and
+        finfo(dtype).min where masked, as transformers; a decoder also masks the future."""
+        dtype = self.state.dtype
+        if attention_mask is None:
+            if not self.config.is_decoder:
+                return None
+            attention_mask = np.ones((B, T), dtype=dtype)
+        m = np.asarray(attention_mask)
+        if m.dtype == object or not (np.issubdtype(m.dtype, np.number) or m.dtype == bool):
+            raise TypeError(f"attention_mask must be numeric, got dtype {m.dtype}")
+        if m.ndim == 2:
+            if m.shape != (B, T):
+                raise ValueError(f"attention_mask has shape {m.shape}, the inputs are ({B}, {T})")
+            m = m[:, None, None, :]                                                # (B, 1, 1, T)
+            if self.config.is_decoder:
+                causal = np.tril(np.ones((T, T), dtype=dtype))                     # (T, T), 1 on and below the diagonal
+                m = m * causal                                                     # (B, 1, T, T)
+        elif m.ndim == 3:
+            if m.shape != (B, T, T):
+                raise ValueError(f"a 3-D attention_mask must be (batch, from_seq, to_seq) = ({B}, {T}, {T}), "
+                                 f"got {m.shape}")
+            m = m[:, None, :, :]                                                   # (B, 1, T, T)
+        else:
+            raise ValueError(f"attention_mask must be 2-D (batch, seq) or 3-D (batch, seq, seq), got shape {m.shape}")
+        if not np.isin(m, (0, 1)).all():
+            raise ValueError("attention_mask must hold only 1 (attend) and 0 (masked)")
+        return (1.0 - m.astype(dtype)) * np.finfo(dtype).min
+
+    def _check_head_mask(self, head_mask):
+        """(N,) or (L, N) -> (L, N) in the model's dtype."""
+        L, N = self.config.num_hidden_layers, self.config.num_attention_heads
+        hm = np.asarray(head_mask, dtype=self.state.dtype)
+        if hm.shape == (N,):
+            hm = np.broadcast_to(hm, (L, N))
+        elif hm.shape != (L, N):
+            raise ValueError(f"head_mask must have shape (num_heads,) = ({N},) or (num_layers, num_heads) = "
+                             f"({L}, {N}), got {hm.shape}")
+        return hm
+
+    # ---- forward / backward -----------------------------------------------------------
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
+                head_mask=None, inputs_embeds=None, output_hidden_states=False, output_attentions=False):
+        """input_ids: (B, T) ints, or inputs_embeds: (B, T, H).  Returns (output, cache) with
+        output.last_hidden_state (B, T, H), output.pooler_output (B, H), and with the flags
+        output.hidden_states (L+1 arrays (B, T, H)) and output.attentions (L arrays (B, N, T, T))."""
+        ids, types, positions, inputs_embeds, mask, head_mask = self._prepare_inputs(
+            input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds)
+        embedding_output, embeddings_cache = self.embeddings.forward(ids, types, positions, inputs_embeds)
+        sequence_output, hidden_states, attentions, encoder_cache = self.encoder.forward(
+            embedding_output, mask, head_mask)                                     # (B, T, H)
+        pooled_output, pooler_cache = None, None
+        if self.pooler is not None:
+            pooled_output, pooler_cache = self.pooler.forward(sequence_output)     # (B, H)
+        output = BaseModelOutputWithPoolingAndCrossAttentions(
+            last_hidden_state=sequence_output,
+            pooler_output=pooled_output,
+            hidden_states=hidden_states if output_hidden_states else None,
+            attentions=attentions if output_attentions else None)
+        cache = {"embeddings": embeddings_cache, "encoder": encoder_cache, "pooler": pooler_cache,
+                 "shape": sequence_output.shape, "hidden_states": output_hidden_states,
+                 "attentions": output_attentions}
+        return output, cache
+
+    def _backward(self, cache, last_hidden_state=None, pooler_output=None, hidden_states=None, attentions=None):
+        """Upstream gradients by output name -> (grads, d inputs_embeds (B, T, H))."""
+        B, T, H = cache["shape"]
+        L, N = self.config.num_hidden_layers, self.config.num_attention_heads
+        dtype = self.state.dtype
+        if pooler_output is not None and self.pooler is None:
+            raise ValueError("a gradient for pooler_output was given, but this model has no pooler")
+        if hidden_states is not None and not cache["hidden_states"]:
+            raise ValueError("a gradient for hidden_states was given, but the forward had output_hidden_states=False")
+        if attentions is not None and not cache["attentions"]:
+            raise ValueError("a gradient for attentions was given, but the forward had output_attentions=False")
+        dlast = _upstream("last_hidden_state", last_hidden_state, (B, T, H), dtype)
+        dlast = np.zeros((B, T, H), dtype=dtype) if dlast is None else dlast.copy()
+        grads = {}
+        if self.pooler is not None:
+            dpooled = _upstream("pooler_output", pooler_output, (B, H), dtype)
+            if dpooled is not None:
+                dseq, grads = self.pooler.backward(dpooled, cache["pooler"])
+                dlast += dseq
+        dhidden = _upstream_list("hidden_states", hidden_states, L + 1, (B, T, H), dtype)
+        dattn = _upstream_list("attentions", attentions, L, (B, N, T, T), dtype)
+        dembedding_output, g = self.encoder.backward(dlast, cache["encoder"], dhidden, dattn)
+        grads.update(g)
+        dinputs_embeds, g = self.embeddings.backward(dembedding_output, cache["embeddings"])
+        grads.update(g)
+        return grads, dinputs_embeds
+
+
+def _upstream(name, value, shape, dtype):
+    """Check one upstream gradient: an array of the output's shape, cast to the model dtype."""
+    if value is None:
+        return None
+    a = np.asarray(value)
+    if a.shape != tuple(shape):
+        raise ValueError(f"the gradient for {name} has shape {a.shape}, the output has shape {tuple(shape)}")
+    if not np.issubdtype(a.dtype, np.floating):
+        raise TypeError(f"the gradient for {name} must be floating point, got {a.dtype}")
+    return a.astype(dtype, copy=False)
+
+
+def _upstream_list(name, values, n, shape, dtype):
+    if values is None:
+        return None
+    if len(values) != n:
+        raise ValueError(f"the gradient for {name} must be a sequence of {n} arrays (or None), got {len(values)}")
+    return [_upstream(f"{name}[{i}]", v, shape, dtype) for i, v in enumerate(values)]

@@ -1,0 +1,58 @@
+"""BertEmbeddings: word + position + token_type embeddings, LayerNorm, dropout.
+
+    B = batch, T = sequence length, H = hidden size,
+    V = vocab size, P = max position embeddings, Y = type vocab size
+"""
+import numpy as np
+
+from npbert.ops.dropout import dropout_backward, dropout_forward
+from npbert.ops.embedding import embedding_backward, embedding_forward
+from npbert.ops.layer_norm import layer_norm_backward, layer_norm_forward
+
+from .module import Module
+
+
+class BertEmbeddings(Module):
+    """transformers' `BertEmbeddings`; parameters under `embeddings.`."""
+
+    def __init__(self, state, prefix):
+        super().__init__(state, prefix)
+        c = self.config
+        self.add_param("word_embeddings.weight", (c.vocab_size, c.hidden_size), ("embedding", c.pad_token_id))
+        self.add_param("position_embeddings.weight", (c.max_position_embeddings, c.hidden_size), ("embedding", None))
+        self.add_param("token_type_embeddings.weight", (c.type_vocab_size, c.hidden_size), ("embedding", None))
+        self.add_layer_norm("LayerNorm", c.hidden_size)
+
+    def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds=None):
+        """input_ids, token_type_ids, position_ids: (B, T) ints (already checked);
+        inputs_embeds: (B, T, H) used instead of the word embeddings when given.
+        Returns ((B, T, H) embeddings, cache)."""
+        cache = {}
+        if inputs_embeds is None:
+            inputs_embeds, cache["word"] = embedding_forward(input_ids, self.p("word_embeddings.weight"))   # (B, T, H)
+        token_type_embeddings, cache["type"] = embedding_forward(token_type_ids, self.p("token_type_embeddings.weight"))
+        embeddings = inputs_embeds + token_type_embeddings                                   # (B, T, H)
+        position_embeddings, cache["pos"] = embedding_forward(position_ids, self.p("position_embeddings.weight"))
+        embeddings += position_embeddings                                                    # (B, T, H)
+        embeddings, cache["ln"] = layer_norm_forward(embeddings, self.p("LayerNorm.weight"),
+                                                     self.p("LayerNorm.bias"), self.config.layer_norm_eps)
+        embeddings, cache["drop"] = dropout_forward(embeddings, self.config.hidden_dropout_prob,
+                                                    self.state.rng, self.training)
+        return embeddings, cache
+
+    def backward(self, dout, cache):
+        """dout: (B, T, H).  Returns (d inputs_embeds (B, T, H), grads).
+
+        The three embeddings were summed, so each receives the same gradient `de`.
+        The word embedding gradient is absent when the forward was given inputs_embeds.
+        """
+        grads = {}
+        de = dropout_backward(dout, cache["drop"])
+        de, g = layer_norm_backward(de, cache["ln"])
+        grads.update(self.prefixed("LayerNorm", g))
+        # embeddings = inputs_embeds + token_type_embeddings + position_embeddings
+        if "word" in cache:
+            grads[self.prefix + "word_embeddings.weight"] = embedding_backward(de, cache["word"], self.config.pad_token_id)
+        grads[self.prefix + "position_embeddings.weight"] = embedding_backward(de, cache["pos"])
+        grads[self.prefix + "token_type_embeddings.weight"] = embedding_backward(de, cache["type"])
+        return de, grads

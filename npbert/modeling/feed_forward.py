@@ -1,0 +1,39 @@
+"""The position-wise feed-forward block: BertIntermediate and BertOutput.
+
+    B = batch, T = sequence length, H = hidden size, I = intermediate size
+"""
+from npbert.ops.activations import get_activation
+from npbert.ops.linear import linear_backward, linear_forward
+
+from .attention import BertSelfOutput
+from .module import Module
+
+
+class BertIntermediate(Module):
+    """out = act(dense(hidden_states))      (B, T, H) -> (B, T, I), act = config.hidden_act"""
+
+    def __init__(self, state, prefix):
+        super().__init__(state, prefix)
+        self.add_linear("dense", self.config.hidden_size, self.config.intermediate_size)
+        self.act_forward, self.act_backward = get_activation(self.config.hidden_act)
+
+    def forward(self, hidden_states):
+        h, dense_cache = linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, I)
+        out, act_cache = self.act_forward(h)                                                          # (B, T, I)
+        return out, (dense_cache, act_cache)
+
+    def backward(self, dout, cache):
+        dense_cache, act_cache = cache
+        dh = self.act_backward(dout, act_cache)                                   # (B, T, I)
+        dx, g = linear_backward(dh, dense_cache)                                  # (B, T, H)
+        return dx, self.prefixed("dense", g)
+
+
+class BertOutput(BertSelfOutput):
+    """out = LayerNorm(dropout(dense(intermediate_output)) + attention_output)   (B, T, I) -> (B, T, H)
+
+    The same computation as BertSelfOutput, with a dense layer from I instead of H features.
+    """
+
+    def __init__(self, state, prefix):
+        super().__init__(state, prefix, in_features=state.config.intermediate_size)

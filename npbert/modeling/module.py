@@ -1,0 +1,63 @@
+"""The base of every HF-named module: a prefix into one flat dict of parameters.
+
+A model owns one `dict[str, np.ndarray]` keyed exactly as transformers' `state_dict()`
+(`encoder.layer.0.attention.self.query.weight`, ...).  Each module knows its prefix and
+reads its parameters from that dict at call time, so loading new weights into the dict
+is all it takes to change the model.  Every module has
+
+    forward(...)          -> (outputs..., cache)
+    backward(dout, cache) -> (dinput, grads)      grads keyed by full parameter names
+
+Modules never keep activations themselves: the caches are returned, and the model that
+ran the forward keeps them until its backward.
+"""
+
+
+class ModelState:
+    """What every module of one model shares: the parameters, train/eval, the dropout rng."""
+
+    def __init__(self, config, dtype, rng):
+        self.config = config
+        self.dtype = dtype
+        self.params = {}         # name -> np.ndarray, in named_parameters() order
+        self.inits = {}          # name -> "normal" | "zeros" | "ones" | ("embedding", padding_idx)
+        self.training = False
+        self.rng = rng           # np.random.Generator for dropout
+
+
+class Module:
+    def __init__(self, state, prefix):
+        self.state = state
+        self.config = state.config
+        self.prefix = prefix
+
+    # ---- parameters -----------------------------------------------------------------
+    def add_param(self, name, shape, init):
+        """Register parameter `prefix + name` of `shape`; `init` says how _init_weights fills it."""
+        full = self.prefix + name
+        if full in self.state.inits:
+            raise KeyError(f"parameter {full} registered twice")
+        self.state.inits[full] = (tuple(shape), init)
+
+    def add_linear(self, name, in_features, out_features, bias=True):
+        """nn.Linear(in, out): `name.weight` (out, in) ~ N(0, initializer_range), `name.bias` zeros."""
+        self.add_param(name + ".weight", (out_features, in_features), "normal")
+        if bias:
+            self.add_param(name + ".bias", (out_features,), "zeros")
+
+    def add_layer_norm(self, name, size):
+        """nn.LayerNorm(size): `name.weight` ones, `name.bias` zeros."""
+        self.add_param(name + ".weight", (size,), "ones")
+        self.add_param(name + ".bias", (size,), "zeros")
+
+    def p(self, name):
+        """The parameter `prefix + name` as it is now in the model's dict."""
+        return self.state.params[self.prefix + name]
+
+    def prefixed(self, name, grads):
+        """{"weight": dW, "bias": db} from a leaf op -> {"<prefix><name>.weight": dW, ...}."""
+        return {f"{self.prefix}{name}.{k}": v for k, v in grads.items()}
+
+    @property
+    def training(self):
+        return self.state.training

@@ -1,0 +1,37 @@
+"""Output containers with transformers' attribute names.
+
+An output is a dict of the fields that were computed (None fields are left out, as in
+transformers' ModelOutput), readable as attributes, by name, or by position.
+"""
+
+
+class ModelOutput(dict):
+    _fields = ()
+
+    def __init__(self, **kwargs):
+        unknown = set(kwargs) - set(self._fields)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field(s) {sorted(unknown)}")
+        super().__init__((k, kwargs[k]) for k in self._fields if kwargs.get(k) is not None)
+
+    def __getattr__(self, name):
+        if name in self._fields:
+            return self.get(name)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}; fields: {self._fields}")
+
+    def __getitem__(self, key):
+        if isinstance(key, (int, slice)):
+            return self.to_tuple()[key]
+        return super().__getitem__(key)
+
+    def to_tuple(self):
+        return tuple(self.values())
+
+
+def _output(name, *fields):
+    return type(name, (ModelOutput,), {"_fields": fields, "__doc__": f"Fields: {', '.join(fields)}."})
+
+
+BaseModelOutputWithPoolingAndCrossAttentions = _output(
+    "BaseModelOutputWithPoolingAndCrossAttentions",
+    "last_hidden_state", "pooler_output", "hidden_states", "attentions")

@@ -1,0 +1,28 @@
+"""BertPooler: pooled = tanh(dense(hidden_states[:, 0]))      (B, T, H) -> (B, H)"""
+import numpy as np
+
+from npbert.ops.activations import tanh_backward, tanh_forward
+from npbert.ops.linear import linear_backward, linear_forward
+
+from .module import Module
+
+
+class BertPooler(Module):
+    def __init__(self, state, prefix):
+        super().__init__(state, prefix)
+        self.add_linear("dense", self.config.hidden_size, self.config.hidden_size)
+
+    def forward(self, hidden_states):
+        first_token_tensor = hidden_states[:, 0]                                  # (B, H), the [CLS] position
+        h, dense_cache = linear_forward(first_token_tensor, self.p("dense.weight"), self.p("dense.bias"))
+        pooled, tanh_cache = tanh_forward(h)                                      # (B, H)
+        return pooled, (dense_cache, tanh_cache, hidden_states.shape)
+
+    def backward(self, dpooled, cache):
+        """dpooled: (B, H).  Returns (dhidden_states (B, T, H), zero except at t = 0; grads)."""
+        dense_cache, tanh_cache, shape = cache
+        dh = tanh_backward(dpooled, tanh_cache)
+        dfirst, g = linear_backward(dh, dense_cache)                              # (B, H)
+        dhidden_states = np.zeros(shape, dtype=dfirst.dtype)                      # (B, T, H)
+        dhidden_states[:, 0] = dfirst
+        return dhidden_states, self.prefixed("dense", g)

@@ -1,0 +1,247 @@
+"""BertPreTrainedModel: what every top-level model shares.
+
+It owns the flat parameter dict (keyed as transformers' `state_dict()`), initialises it as
+transformers' `_init_weights`, loads and saves checkpoints, switches train/eval, and runs
+`__call__` / `backward`:
+
+    out = model(input_ids=..., ...)        # forward; the caches are kept on the model
+    grads = model.backward(logits=dL)      # d sum(out.logits * dL) / d every parameter
+
+A subclass builds its HF-named submodules in `__init__`, then calls `self.post_init()`,
+and implements `forward(**inputs) -> (output, cache)` and
+`_backward(cache, **upstream) -> (grads, d_inputs_embeds)`.
+"""
+import contextlib
+import json
+import os
+import warnings
+from collections import namedtuple
+
+import numpy as np
+
+from npbert.config import BertConfig
+
+from .module import ModelState, Module
+
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+_SKIP_INIT = [False]   # set by from_pretrained: do not draw weights that are about to be loaded
+
+
+@contextlib.contextmanager
+def _no_init():
+    _SKIP_INIT[0] = True
+    try:
+        yield
+    finally:
+        _SKIP_INIT[0] = False
+
+
+def _check_dtype(dtype):
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise TypeError(f"npbert models compute in float32 or float64, not {dtype}")
+    return dtype.type
+
+
+class BertPreTrainedModel(Module):
+    base_model_prefix = "bert"
+    # Parameters under these prefixes may be missing from a checkpoint: they are then
+    # initialised fresh with a warning (a task head, or the pooler), as transformers does.
+    # Any other missing parameter is an error.
+    _fresh_prefixes = ("pooler.", "bert.pooler.")
+    # state_dict() names that are a second name of a parameter (tied weights): alias -> parameter.
+    _tied_aliases = {}
+
+    def __init__(self, config, seed=0, dtype=np.float32, *, _parent=None, _prefix=""):
+        if not isinstance(config, BertConfig):
+            raise TypeError(f"config must be a BertConfig, got {type(config).__name__}")
+        if _parent is None:
+            config.validate()
+            init_seed, dropout_seed = np.random.SeedSequence(seed).spawn(2)
+            state = ModelState(config, _check_dtype(dtype), np.random.default_rng(dropout_seed))
+            self._init_rng = np.random.default_rng(init_seed)
+        else:  # a submodule such as `self.bert` of a head: share the head's state
+            state = _parent.state
+        super().__init__(state, _prefix)
+        self._is_root = _parent is None
+        self._cache = None
+        self.inputs_embeds_grad = None
+
+    @property
+    def dtype(self):
+        return self.state.dtype
+
+    # ---- initialisation -------------------------------------------------------------
+    def post_init(self):
+        """Create (and, unless loading, draw) every registered parameter, as HF's post_init."""
+        if not self._is_root:
+            return
+        self._init_weights(None if _SKIP_INIT[0] else list(self.state.inits))
+
+    def _init_weights(self, names):
+        """transformers' `_init_weights`: Linear and Embedding weights ~ N(0, initializer_range),
+        biases 0, the embedding's padding row 0, LayerNorm weight 1 and bias 0.
+
+        Weights are drawn in float64 and rounded to the model's dtype, so one seed gives the
+        same model in float32 and float64.  `names=None` only allocates (zeros)."""
+        std = self.config.initializer_range
+        dtype = self.state.dtype
+        draw = set(names or ())
+        for name, (shape, init) in self.state.inits.items():
+            if name not in draw:
+                if name not in self.state.params:
+                    self.state.params[name] = np.zeros(shape, dtype=dtype)
+                continue
+            if init == "zeros":
+                value = np.zeros(shape, dtype=dtype)
+            elif init == "ones":
+                value = np.ones(shape, dtype=dtype)
+            else:  # "normal" or ("embedding", padding_idx)
+                value = self._init_rng.normal(0.0, std, size=shape).astype(dtype)
+                if isinstance(init, tuple) and init[1] is not None:
+                    value[init[1]] = 0
+            self.state.params[name] = value
+
+    # ---- parameters -----------------------------------------------------------------
+    def named_parameters(self):
+        """(name, array) in transformers' `named_parameters()` order; a tied weight once."""
+        return iter(self.state.params.items())
+
+    def num_parameters(self):
+        return sum(int(np.prod(v.shape)) for v in self.state.params.values())
+
+    def state_dict(self):
+        """A flat dict keyed as transformers' `state_dict()` of the same class (buffers aside).
+
+        The arrays are the model's own (no copy); a tied weight appears under both names."""
+        d = dict(self.state.params)
+        for alias, name in self._tied_aliases.items():
+            d[alias] = self.state.params[name]
+        return d
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy arrays into the model (cast to its dtype).  With strict, missing or unexpected
+        keys are an error; a shape that does not fit always is.  Returns (missing, unexpected)."""
+        params = self.state.params
+        unexpected = [k for k in state_dict if k not in params and k not in self._tied_aliases]
+        missing = [k for k in params if k not in state_dict]
+        if strict and (missing or unexpected):
+            raise KeyError(f"load_state_dict for {type(self).__name__}: missing keys {missing}, "
+                           f"unexpected keys {unexpected}")
+        for name, value in state_dict.items():
+            if name in self._tied_aliases:
+                continue
+            if name not in params:
+                continue
+            value = np.asarray(value)
+            if value.shape != params[name].shape:
+                raise ValueError(f"load_state_dict: {name} has shape {value.shape} in the given dict, "
+                                 f"the model expects {params[name].shape}")
+            if not (np.issubdtype(value.dtype, np.floating)):
+                raise TypeError(f"load_state_dict: {name} has dtype {value.dtype}, expected floating point")
+            params[name] = np.array(value, dtype=self.state.dtype, copy=True)
+        return IncompatibleKeys(missing, unexpected)
+
+    # ---- train / eval ---------------------------------------------------------------
+    def train(self, mode=True):
+        """Dropout on (`mode=True`) or off."""
+        self.state.training = bool(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    @property
+    def training(self):
+        return self.state.training
+
+    # ---- forward / backward ---------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if args:
+            raise TypeError(f"{type(self).__name__} takes keyword arguments only "
+                            "(input_ids=..., attention_mask=..., ...)")
+        output, cache = self.forward(**kwargs)
+        self._cache = cache
+        return output
+
+    def backward(self, **upstream):
+        """Gradients of the last forward call, keyed as transformers' `named_parameters()`.
+
+        After a forward given labels, `backward()` differentiates the loss.  Otherwise pass
+        the upstream gradient of any subset of the outputs by name (e.g.
+        `last_hidden_state=dH, pooler_output=dP`); the result is the gradient of
+        sum(output * upstream) over the outputs given.  The gradient with respect to the
+        input embeddings (the word embeddings looked up, or `inputs_embeds` when given),
+        shaped (B, T, H), is left in `model.inputs_embeds_grad`.
+        """
+        if self._cache is None:
+            raise RuntimeError(f"{type(self).__name__}.backward() called before any forward call")
+        grads, dembeds = self._backward(self._cache, **upstream)
+        self.inputs_embeds_grad = dembeds
+        # transformers' named_parameters() order, every parameter present (zeros if unused).
+        return {name: grads[name] if name in grads else np.zeros_like(p)
+                for name, p in self.state.params.items()}
+
+    # ---- checkpoints ----------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, path, dtype=np.float32, **config_overrides):
+        """Load `path`: a directory holding a config and one weights file, or a weights file.
+
+        Formats: model.safetensors, pytorch_model.bin, tf_model.h5, Google's bert_model.ckpt,
+        npbert .h5.  Keys the class does not use are named in a warning; a missing task head
+        (or pooler) is initialised fresh with a warning naming its keys; any other missing key,
+        or a shape that does not fit, is an error naming the key.
+        """
+        from npbert import io
+        from npbert.config import find_config_file
+
+        weights_file = io.find_weights_file(path)
+        if io.detect_format(weights_file) == io.NPBERT_H5:
+            config = BertConfig.from_dict(io.read_npbert_h5_config(weights_file), **config_overrides)
+        else:
+            config = BertConfig.from_json_file(find_config_file(weights_file), **config_overrides)
+        checkpoint = io.read_state_dict(weights_file)
+        with _no_init():
+            model = cls(config, dtype=dtype)
+        expected = {name: p.shape for name, p in model.state.params.items()}
+        result = io.match_state_dict(checkpoint, expected, base_model_prefix=cls.base_model_prefix)
+        if result.mismatched:
+            lines = [f"  {k}: checkpoint {tuple(c)}, model {tuple(m)}" for k, c, m in result.mismatched]
+            raise ValueError(f"{weights_file}: shapes do not fit {cls.__name__} "
+                             f"(config {find_config_file(weights_file) if config else ''}):\n" + "\n".join(lines))
+        fresh = [k for k in result.missing if k.startswith(cls._fresh_prefixes)]
+        missing = [k for k in result.missing if k not in fresh]
+        if missing:
+            raise ValueError(f"{weights_file}: {cls.__name__} needs {len(missing)} weights the checkpoint "
+                             f"does not have: {missing}")
+        if result.unexpected:
+            warnings.warn(f"Some weights of {weights_file} were not used when initializing {cls.__name__}: "
+                          f"{result.unexpected}", stacklevel=2)
+        if fresh:
+            warnings.warn(f"Some weights of {cls.__name__} were not in {weights_file} and are newly "
+                          f"initialized: {fresh}", stacklevel=2)
+        model._init_weights(fresh)
+        dtype = model.state.dtype
+        for name, value in result.state_dict.items():
+            model.state.params[name] = np.array(value, dtype=dtype, copy=True)
+        return model
+
+    def save_pretrained(self, directory, format="safetensors"):
+        """Write config.json and model.safetensors (or npbert_model.h5 with format="h5"),
+        each atomically, loadable by transformers' `from_pretrained` (safetensors)."""
+        from npbert import io
+
+        os.makedirs(directory, exist_ok=True)
+        config = self.config.to_dict()
+        config["architectures"] = [type(self).__name__]
+        tensors = {k: np.ascontiguousarray(v) for k, v in self.state_dict().items()}
+        if format == "safetensors":
+            io.write_safetensors(os.path.join(directory, "model.safetensors"), tensors, {"format": "pt"})
+        elif format == "h5":
+            io.write_npbert_h5(os.path.join(directory, "npbert_model.h5"), tensors, config)
+        else:
+            raise ValueError(f"save_pretrained: format must be 'safetensors' or 'h5', got {format!r}")
+        from npbert.io._atomic import atomic_write
+        with atomic_write(os.path.join(directory, "config.json"), "w") as f:
+            f.write(json.dumps(config, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,22 @@
+"""Softmax over the last axis.
+
+    y = exp(x - max(x)) / sum(exp(x - max(x)))          x, y: (..., T)
+"""
+import numpy as np
+
+
+def softmax_forward(x):
+    """(..., T) -> (..., T), rows sum to 1.  The cache is the output itself."""
+    y = x - x.max(axis=-1, keepdims=True)                 # (..., T), largest entry 0: no overflow
+    np.exp(y, out=y)
+    y /= y.sum(axis=-1, keepdims=True)
+    return y, y
+
+
+def softmax_backward(dy, cache):
+    """dx = y * (dy - sum(dy * y)): the Jacobian diag(y) - y y^T applied to dy, row by row."""
+    y = cache
+    dx = dy * y                                           # (..., T)
+    s = dx.sum(axis=-1, keepdims=True)                    # (..., 1) = sum_j dy_j y_j
+    dx -= y * s
+    return dx
