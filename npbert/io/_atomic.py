@@ -1,0 +1,77 @@
+"""Atomic file replacement: an interrupted save never destroys the old file.
+
+The new content goes to a temporary file in the target's own directory (so
+that the final rename stays on one filesystem), is flushed and fsync'ed, and
+only then renamed over the target with ``os.replace``, which POSIX makes
+atomic: a reader sees either the whole old file or the whole new one.
+"""
+import contextlib
+import os
+import tempfile
+
+
+def _current_umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode="wb"):
+    """``with atomic_write(path) as f: f.write(...)``; the rename happens on exit.
+
+    If the body raises, the temporary file is removed and ``path`` is
+    untouched.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        # mkstemp makes the file 0600; give it the mode a plain open() would.
+        os.chmod(tmp, 0o666 & ~_current_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(directory)
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """Like ``atomic_write`` but yields the temporary *path*, for writers
+    (h5py) that open files themselves."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
+                               suffix=".tmp")
+    os.close(fd)
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, 0o666 & ~_current_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory):
+    # Makes the rename itself durable; not possible on every OS/filesystem.
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

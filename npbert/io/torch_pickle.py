@@ -1,0 +1,6 @@
+"""(Not yet implemented.)"""
+from npbert.io.errors import CheckpointError
+
+
+def read_torch_checkpoint(path):
+    raise CheckpointError(f"{path}: this format is not yet supported by npbert")
