@@ -5,5 +5,8 @@ Python BertTokenizer, checkpoints in and out with no framework.  Names follow tr
 """
 from npbert.config import BertConfig
 from npbert.modeling import BertModel, BertPreTrainedModel
+from npbert.modeling import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction,
+                             BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
+                             BertForTokenClassification, BertLMHeadModel)
 
 __version__ = "0.1.0"

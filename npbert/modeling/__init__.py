@@ -4,5 +4,8 @@ from .bert import BertModel
 from .embeddings import BertEmbeddings
 from .encoder import BertEncoder, BertLayer
 from .feed_forward import BertIntermediate, BertOutput
+from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction, BertForPreTraining,
+                    BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification,
+                    BertLMHeadModel)
 from .pooler import BertPooler
 from .pretrained import BertPreTrainedModel

@@ -35,3 +35,18 @@ def _output(name, *fields):
 BaseModelOutputWithPoolingAndCrossAttentions = _output(
     "BaseModelOutputWithPoolingAndCrossAttentions",
     "last_hidden_state", "pooler_output", "hidden_states", "attentions")
+
+# ---- the heads' outputs (npbert/modeling/heads.py), fields as transformers' ---------------
+BertForPreTrainingOutput = _output(
+    "BertForPreTrainingOutput",
+    "loss", "prediction_logits", "seq_relationship_logits", "hidden_states", "attentions")
+MaskedLMOutput = _output("MaskedLMOutput", "loss", "logits", "hidden_states", "attentions")
+CausalLMOutputWithCrossAttentions = _output(
+    "CausalLMOutputWithCrossAttentions",
+    "loss", "logits", "past_key_values", "hidden_states", "attentions", "cross_attentions")
+NextSentencePredictorOutput = _output("NextSentencePredictorOutput", "loss", "logits", "hidden_states", "attentions")
+SequenceClassifierOutput = _output("SequenceClassifierOutput", "loss", "logits", "hidden_states", "attentions")
+TokenClassifierOutput = _output("TokenClassifierOutput", "loss", "logits", "hidden_states", "attentions")
+MultipleChoiceModelOutput = _output("MultipleChoiceModelOutput", "loss", "logits", "hidden_states", "attentions")
+QuestionAnsweringModelOutput = _output(
+    "QuestionAnsweringModelOutput", "loss", "start_logits", "end_logits", "hidden_states", "attentions")
