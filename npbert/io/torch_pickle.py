@@ -1,6 +1,431 @@
-"""(Not yet implemented.)"""
+"""``pytorch_model.bin`` without torch, and without running the file's code.
+
+torch writes a state dict in one of two layouts (see
+docs/checkpoint_formats.md):
+
+* **zip** (torch >= 1.6, the default): a zip archive with one top folder
+  holding ``data.pkl`` (the pickled dict), ``data/<key>`` (one raw,
+  uncompressed, 64-byte-aligned record per storage), ``byteorder``
+  (``little``/``big``) and ``version``.
+* **legacy**: five things back to back in one file: a pickled magic number,
+  a pickled protocol version (1001), a pickled ``sys_info`` dict, the pickled
+  dict, a pickled sorted list of storage keys, then for each key an int64
+  element count followed by the storage's raw bytes.
+
+In both, a tensor is pickled as a call
+``torch._utils._rebuild_tensor_v2(storage, storage_offset, size, stride,
+requires_grad, backward_hooks[, metadata])`` whose ``storage`` argument is a
+*persistent id* ``("storage", torch.FloatStorage, key, location, numel[,
+view_metadata])``: the key names the bytes, the storage type their dtype.
+
+Pickle can call any importable function, so ``pickle.load`` on an untrusted
+file runs arbitrary code.  `_RestrictedUnpickler` resolves every global the
+file names through a fixed table of our own stand-in callables; anything
+else (``os.system``, ``builtins.eval``, ``subprocess.Popen``...) is refused
+by name before it is imported, let alone called.  The stand-ins do not build
+tensors: they return inert records, checked and turned into NumPy views of
+the memory-mapped storages only after the pickle is fully read.
+"""
+import collections
+import io
+import mmap
+import os
+import pickle
+import struct
+import zipfile
+import zlib
+
+import numpy as np
+
 from npbert.io.errors import CheckpointError
+
+# torch storage class name -> NumPy dtype of its elements (little-endian;
+# swapped for big-endian files).  BFloat16 is read as uint16 and widened.
+STORAGE_DTYPES = {
+    "DoubleStorage": np.dtype("<f8"),
+    "FloatStorage": np.dtype("<f4"),
+    "HalfStorage": np.dtype("<f2"),
+    "BFloat16Storage": np.dtype("<u2"),
+    "LongStorage": np.dtype("<i8"),
+    "IntStorage": np.dtype("<i4"),
+    "ShortStorage": np.dtype("<i2"),
+    "CharStorage": np.dtype("i1"),
+    "ByteStorage": np.dtype("u1"),
+    "BoolStorage": np.dtype("bool"),
+    "ComplexFloatStorage": np.dtype("<c8"),
+    "ComplexDoubleStorage": np.dtype("<c16"),
+    "UntypedStorage": np.dtype("u1"),
+}
+
+LEGACY_MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
+LEGACY_PROTOCOL_VERSION = 1001
+
+_READ_ERRORS = (pickle.UnpicklingError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError,
+                ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
+                struct.error, OSError, zlib.error, NotImplementedError, RecursionError,
+                MemoryError, UnicodeError)
+
+
+# --- inert stand-ins for the globals a state dict pickle names ---------------
+
+class _Inert:
+    """Base of the stand-ins: no attributes can be set on them by BUILD."""
+    __slots__ = ()
+
+    def __setstate__(self, state):
+        raise pickle.UnpicklingError(f"refusing to set state on {type(self).__name__}")
+
+    def __reduce__(self):  # never pickled back out
+        raise TypeError("not picklable")
+
+
+class _StorageType(_Inert):
+    """Stands for ``torch.FloatStorage`` and friends: a dtype, nothing else."""
+    __slots__ = ("name", "dtype")
+
+    def __init__(self, name):
+        self.name, self.dtype = name, STORAGE_DTYPES[name]
+
+
+class _TensorClass(_Inert):
+    """Stands for ``torch.Tensor`` / ``torch.nn.Parameter`` in
+    ``_rebuild_from_type_v2``: a marker, never instantiated."""
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+
+class _StorageRef(_Inert):
+    """A persistent id, checked: which bytes, which dtype, how many elements,
+    and for legacy views the element range inside the root storage."""
+    __slots__ = ("key", "storage_type", "numel", "view")
+
+    def __init__(self, key, storage_type, numel, view=None):
+        self.key, self.storage_type, self.numel, self.view = key, storage_type, numel, view
+
+
+class _TensorRef(_Inert):
+    """What ``_rebuild_tensor_v2`` would build: a strided view of a storage."""
+    __slots__ = ("storage", "offset", "size", "stride")
+
+    def __init__(self, storage, offset, size, stride):
+        self.storage, self.offset, self.size, self.stride = storage, offset, size, stride
+
+
+def _is_int(x):
+    return type(x) is int
+
+
+def _int_tuple(x, what):
+    if not isinstance(x, tuple) or not all(_is_int(d) and d >= 0 for d in x):
+        raise pickle.UnpicklingError(f"tensor {what} {x!r} is not a tuple of non-negative ints")
+    return x
+
+
+def _rebuild_tensor(storage, storage_offset, size, stride):
+    if not isinstance(storage, _StorageRef):
+        raise pickle.UnpicklingError(f"tensor storage is {type(storage).__name__}, "
+                                     "not a storage reference")
+    if not _is_int(storage_offset) or storage_offset < 0:
+        raise pickle.UnpicklingError(f"tensor storage_offset {storage_offset!r} is invalid")
+    size, stride = _int_tuple(size, "size"), _int_tuple(stride, "stride")
+    if len(size) != len(stride):
+        raise pickle.UnpicklingError(f"tensor size {size} and stride {stride} differ in length")
+    return _TensorRef(storage, storage_offset, size, stride)
+
+
+def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False,
+                       backward_hooks=None, metadata=None):
+    # requires_grad, hooks and metadata mean nothing to an inference array.
+    return _rebuild_tensor(storage, storage_offset, size, stride)
+
+
+def _rebuild_parameter(data, requires_grad=False, backward_hooks=None):
+    if not isinstance(data, _TensorRef):
+        raise pickle.UnpicklingError("Parameter data is not a tensor")
+    return data
+
+
+def _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
+    return _rebuild_parameter(data)
+
+
+_REBUILDERS = (_rebuild_tensor, _rebuild_tensor_v2, _rebuild_parameter,
+               _rebuild_parameter_with_state)
+
+
+def _rebuild_from_type_v2(func, new_type, args, state):
+    # torch writes this for tensors carrying Python attributes: rebuild with
+    # `func(*args)`, then re-type; the type can only be Tensor/Parameter here.
+    if func not in _REBUILDERS or not isinstance(new_type, _TensorClass) \
+            or not isinstance(args, tuple):
+        raise pickle.UnpicklingError("_rebuild_from_type_v2 with unexpected arguments")
+    return func(*args)
+
+
+# (module, name) -> the object the unpickler gets instead of the real one.
+ALLOWED_GLOBALS = {
+    ("collections", "OrderedDict"): collections.OrderedDict,
+    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter_with_state,
+    ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
+    ("torch", "Tensor"): _TensorClass("Tensor"),
+    ("torch._tensor", "Tensor"): _TensorClass("Tensor"),
+    ("torch.nn.parameter", "Parameter"): _TensorClass("Parameter"),
+}
+for _name in STORAGE_DTYPES:
+    ALLOWED_GLOBALS[("torch", _name)] = _StorageType(_name)
+ALLOWED_GLOBALS[("torch.storage", "UntypedStorage")] = _StorageType("UntypedStorage")
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    """An Unpickler whose only reachable callables are `ALLOWED_GLOBALS`.
+
+    Every opcode that reaches a global (GLOBAL, STACK_GLOBAL, INST, OBJ,
+    EXT1/2/4) goes through ``find_class``; REDUCE/NEWOBJ can only call what
+    is on the stack, and nothing callable gets there except through
+    ``find_class``.  Persistent ids become checked `_StorageRef` records.
+    """
+
+    def __init__(self, file, source, allow_storages=True):
+        super().__init__(file)
+        self._source = source
+        self._allow_storages = allow_storages
+        self.storages = {}   # key -> _StorageRef of the root storage
+
+    def find_class(self, module, name):
+        try:
+            return ALLOWED_GLOBALS[(module, name)]
+        except (KeyError, TypeError):
+            raise CheckpointError(f"refusing to load global {module}.{name} from pickle "
+                                  f"{self._source}: only tensor-rebuilding globals are "
+                                  "allowed") from None
+
+    def persistent_load(self, pid):
+        if not self._allow_storages:
+            raise pickle.UnpicklingError("unexpected persistent id")
+        if not isinstance(pid, tuple) or len(pid) not in (5, 6):
+            raise pickle.UnpicklingError(f"persistent id {pid!r} is not a storage id")
+        kind = pid[0].decode("ascii") if isinstance(pid[0], bytes) else pid[0]
+        if kind != "storage":
+            raise pickle.UnpicklingError(f"persistent id of type {kind!r} is not a storage")
+        storage_type, key, _location, numel = pid[1:5]
+        view = pid[5] if len(pid) == 6 else None
+        if not isinstance(storage_type, _StorageType):
+            raise pickle.UnpicklingError("persistent id names no storage type")
+        if not isinstance(key, str) or not _is_int(numel) or numel < 0:
+            raise pickle.UnpicklingError(f"persistent id {pid[2:5]!r} is malformed")
+        root = self.storages.get(key)
+        if root is None:
+            root = self.storages[key] = _StorageRef(key, storage_type, numel)
+        elif root.storage_type.dtype != storage_type.dtype or root.numel != numel:
+            raise pickle.UnpicklingError(f"storage {key!r} is referenced with two different "
+                                         "dtypes or sizes")
+        if view is None:
+            return root
+        if (not isinstance(view, tuple) or len(view) != 3 or not isinstance(view[0], str)
+                or not all(_is_int(v) and v >= 0 for v in view[1:])
+                or view[1] + view[2] > numel):
+            raise pickle.UnpicklingError(f"storage view {view!r} is malformed or out of range")
+        return _StorageRef(key, storage_type, view[2], view=(view[1], view[2]))
+
+
+def _unpickle(file, source, allow_storages=True):
+    unpickler = _RestrictedUnpickler(file, source, allow_storages)
+    return unpickler.load(), unpickler.storages
+
+
+# --- storages -> arrays --------------------------------------------------------
+
+def _tensor_array(ref, storage_arrays, big_endian, name, source):
+    """A _TensorRef -> np.ndarray view of its storage (checked in bounds)."""
+    storage = ref.storage
+    flat = storage_arrays[storage.key]
+    if storage.view is not None:
+        start, count = storage.view
+        flat = flat[start:start + count]
+    numel = flat.shape[0]
+    size, stride, offset = ref.size, ref.stride, ref.offset
+    count = int(np.prod(size, dtype=object))
+    if count:
+        last = offset + sum((n - 1) * s for n, s in zip(size, stride))
+        if last >= numel:
+            raise CheckpointError(f"{source}: tensor {name!r}: size {size} stride {stride} "
+                                  f"offset {offset} reaches element {last} of a storage of "
+                                  f"{numel}")
+    elif offset > numel:
+        raise CheckpointError(f"{source}: tensor {name!r}: storage offset {offset} is past "
+                              f"the end of its storage ({numel} elements)")
+    itemsize = flat.dtype.itemsize
+    contiguous_strides = tuple(int(np.prod(size[i + 1:], dtype=object)) for i in range(len(size)))
+    if count == 0:
+        array = np.zeros(size, dtype=flat.dtype)
+    elif stride == contiguous_strides or count == 1:
+        array = flat[offset:offset + count].reshape(size)
+    else:
+        array = np.lib.stride_tricks.as_strided(
+            flat[offset:], shape=size, strides=tuple(s * itemsize for s in stride),
+            writeable=False)
+    if big_endian:
+        array = array.astype(array.dtype.newbyteorder("="))
+    if storage.storage_type.name == "BFloat16Storage":
+        array = (array.astype(np.uint32) << 16).view(np.float32)
+    return array
+
+
+def _collect(obj, storage_arrays, big_endian, source):
+    """The unpickled object -> {name: np.ndarray}; anything but a flat
+    mapping of names to tensors is refused."""
+    if not isinstance(obj, dict):
+        raise CheckpointError(f"{source}: the pickle holds a {type(obj).__name__}, not a "
+                              "state dict")
+    tensors = {}
+    for name, value in obj.items():
+        if not isinstance(name, str):
+            raise CheckpointError(f"{source}: state dict key {name!r} is not a string")
+        if not isinstance(value, _TensorRef):
+            raise CheckpointError(f"{source}: state dict entry {name!r} is a "
+                                  f"{type(value).__name__}, not a tensor")
+        tensors[name] = _tensor_array(value, storage_arrays, big_endian, name, source)
+    return tensors
+
+
+def _storage_dtype(ref, big_endian):
+    dtype = ref.storage_type.dtype
+    return dtype.newbyteorder(">") if big_endian else dtype
+
+
+# --- the zip format ------------------------------------------------------------
+
+def _zip_record_offset(mapping, info, source):
+    """File offset of an uncompressed zip member's bytes (for memory mapping)."""
+    at = info.header_offset
+    if at + 30 > len(mapping) or mapping[at:at + 4] != b"PK\x03\x04":
+        raise CheckpointError(f"{source}: zip member {info.filename!r}: no local header at "
+                              f"offset {at}")
+    name_len, extra_len = struct.unpack_from("<HH", mapping, at + 26)
+    start = at + 30 + name_len + extra_len
+    if start + info.file_size > len(mapping):
+        raise CheckpointError(f"{source}: zip member {info.filename!r}: data [{start}, "
+                              f"{start + info.file_size}) runs past the end of the file")
+    return start
+
+
+def _read_zip(path):
+    with open(path, "rb") as f:
+        mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        pickles = [n for n in names if n.endswith("data.pkl") and n.count("/") == 1]
+        if len(pickles) != 1:
+            raise CheckpointError(f"{path}: zip archive has no single <folder>/data.pkl "
+                                  f"(found {pickles}); not a torch checkpoint")
+        prefix = pickles[0][: -len("data.pkl")]
+        big_endian = False
+        if prefix + "byteorder" in names:
+            order = archive.read(prefix + "byteorder")
+            if order not in (b"little", b"big"):
+                raise CheckpointError(f"{path}: byteorder record says {order[:20]!r}")
+            big_endian = order == b"big"
+        obj, storages = _unpickle(io.BytesIO(archive.read(pickles[0])), path)
+        arrays = {}
+        for key, ref in storages.items():
+            member = prefix + "data/" + key
+            try:
+                info = archive.getinfo(member)
+            except KeyError:
+                raise CheckpointError(f"{path}: storage {key!r} has no record {member!r}") \
+                    from None
+            dtype = _storage_dtype(ref, big_endian)
+            nbytes = ref.numel * dtype.itemsize
+            if info.file_size != nbytes:
+                raise CheckpointError(f"{path}: storage {key!r}: record {member!r} holds "
+                                      f"{info.file_size} bytes, {ref.numel} x "
+                                      f"{ref.storage_type.name} need {nbytes}")
+            if info.compress_type == zipfile.ZIP_STORED and info.compress_size == nbytes:
+                start = _zip_record_offset(mapping, info, path)
+                arrays[key] = np.frombuffer(mapping, dtype=dtype, count=ref.numel, offset=start)
+            else:   # a re-compressed archive: no mapping possible, read a copy
+                arrays[key] = np.frombuffer(archive.read(member), dtype=dtype)
+    return _collect(obj, arrays, big_endian, path)
+
+
+# --- the legacy format ---------------------------------------------------------
+
+def _read_legacy(path):
+    with open(path, "rb") as f:
+        mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    # The mmap object is itself a file (read, readline, tell), and a read
+    # past its end returns short instead of allocating what a corrupt length
+    # field asks for.
+    magic, _ = _unpickle(mapping, path, allow_storages=False)
+    if magic != LEGACY_MAGIC_NUMBER:
+        raise CheckpointError(f"{path}: not a torch checkpoint (bad magic number at offset 0)")
+    protocol, _ = _unpickle(mapping, path, allow_storages=False)
+    if protocol != LEGACY_PROTOCOL_VERSION:
+        raise CheckpointError(f"{path}: unsupported legacy protocol version {protocol!r}")
+    sys_info, _ = _unpickle(mapping, path, allow_storages=False)
+    if not isinstance(sys_info, dict):
+        raise CheckpointError(f"{path}: sys_info record is not a dict")
+    # torch writes legacy storages (and their counts) little-endian whatever
+    # the machine, so sys_info's `little_endian` is not needed.
+    big_endian = False
+    obj, storages = _unpickle(mapping, path)
+    keys, _ = _unpickle(mapping, path, allow_storages=False)
+    position = mapping.tell()
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) \
+            or len(set(keys)) != len(keys):
+        raise CheckpointError(f"{path}: storage key list is malformed")
+    if set(keys) != set(storages):
+        missing = sorted(set(storages) - set(keys)) or sorted(set(keys) - set(storages))
+        raise CheckpointError(f"{path}: storage {missing[0]!r} is referenced but not stored "
+                              "(or stored but never referenced)")
+    arrays = {}
+    for key in keys:
+        ref = storages[key]
+        dtype = _storage_dtype(ref, big_endian)
+        if position + 8 > len(mapping):
+            raise CheckpointError(f"{path}: storage {key!r}: element count at offset "
+                                  f"{position} runs past the end of the file (truncated?)")
+        count = int.from_bytes(mapping[position:position + 8], "little", signed=True)
+        if count != ref.numel:
+            raise CheckpointError(f"{path}: storage {key!r} at offset {position}: element count "
+                                  f"{count} differs from the {ref.numel} the pickle declares")
+        position += 8
+        end = position + count * dtype.itemsize
+        if end > len(mapping):
+            raise CheckpointError(f"{path}: storage {key!r}: bytes [{position}, {end}) run "
+                                  f"past the end of the file ({len(mapping)} bytes, truncated?)")
+        arrays[key] = np.frombuffer(mapping, dtype=dtype, count=count, offset=position)
+        position = end
+    if position != len(mapping):
+        raise CheckpointError(f"{path}: {len(mapping) - position} unexplained bytes after the "
+                              f"last storage (offset {position})")
+    return _collect(obj, arrays, big_endian, path)
 
 
 def read_torch_checkpoint(path):
-    raise CheckpointError(f"{path}: this format is not yet supported by npbert")
+    """Read a torch-saved state dict (zip or legacy) into ``{name: np.ndarray}``.
+
+    Arrays are read-only views of a memory map of the file where the layout
+    allows (always for files torch wrote); BF16 is widened to float32.
+    Raises CheckpointError on a bad, truncated or hostile file, naming the
+    refused global or the storage/offset at fault.
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+        if os.path.getsize(path) == 0:
+            raise CheckpointError(f"{path}: empty file")
+        if head == b"PK\x03\x04":
+            return _read_zip(path)
+        return _read_legacy(path)
+    except CheckpointError:
+        raise
+    except _READ_ERRORS as e:
+        raise CheckpointError(f"{path}: not a readable torch checkpoint: "
+                              f"{type(e).__name__}: {e}") from e
