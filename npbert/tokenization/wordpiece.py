@@ -1,0 +1,59 @@
+"""WordPiece: greedy longest-match-first over a vocabulary, with "##" continuations.
+
+    "unaffable"   -> un ##aff ##able
+    "124443286539" -> 124 ##44 ##32 ##86 ##53 ##9
+
+From the start of the word, take the longest prefix that is in the vocabulary;
+then, from where it ended, the longest "##"-prefixed piece; and so on. If at
+some point no piece matches, the whole word becomes the unknown token (not just
+the uncovered rest). A word longer than `max_input_chars_per_word` characters
+is the unknown token outright.
+"""
+
+
+class WordpieceTokenizer:
+    """Args:
+    vocab: dict token -> id (only membership is used).
+    unk_token: the token for a word that cannot be covered.
+    max_input_chars_per_word: longer words become `unk_token` (transformers: 100).
+    """
+
+    def __init__(self, vocab, unk_token, max_input_chars_per_word=100):
+        self.vocab = vocab
+        self.unk_token = unk_token
+        self.max_input_chars_per_word = max_input_chars_per_word
+        # No piece longer than the longest vocabulary entry can match, so the
+        # search for the longest match never needs to look further ahead.
+        self.max_piece_chars = max((len(t) for t in vocab), default=0)
+
+    def tokenize(self, text):
+        """Whitespace-separated words -> word pieces (strings)."""
+        tokens = []
+        for word in text.split():
+            tokens.extend(piece for piece, _, _ in self.tokenize_word(word))
+        return tokens
+
+    def tokenize_word(self, word):
+        """One word (no whitespace) -> [(piece, start, end), ...].
+
+        `start:end` is the range of `word` each piece covers; the unknown token
+        covers the whole word.
+        """
+        n = len(word)
+        if n > self.max_input_chars_per_word:
+            return [(self.unk_token, 0, n)]
+        pieces = []
+        start = 0
+        while start < n:
+            prefix = "##" if start > 0 else ""
+            end = min(n, start + self.max_piece_chars)
+            while end > start:
+                piece = prefix + word[start:end]
+                if piece in self.vocab:
+                    break
+                end -= 1
+            if end == start:  # nothing in the vocabulary starts here
+                return [(self.unk_token, 0, n)]
+            pieces.append((piece, start, end))
+            start = end
+        return pieces
