@@ -94,21 +94,26 @@ def assert_close(ours, theirs, what, tol=REL_TOL):
     assert err <= tol, f"{what}: relative error {err:.3e} > {tol:g}"
 
 
-def analytically_zero(names_grads, cls_name):
+def analytically_zero(names_grads, cls_name, loss=True):
     """Parameters whose gradient is zero in exact arithmetic, so that only round-off (~1e-17)
     is left and a relative error is meaningless:
 
     - every layer's attention.self.key.bias: it adds the same amount to all scores of a query
       row, which softmax ignores;
-    - BertForMultipleChoice's classifier.bias and BertForQuestionAnswering's qa_outputs.bias,
-      when the loss is differentiated: a constant added to all choices / positions, which the
-      softmax of the cross-entropy ignores.
+    and when the loss is differentiated (cross-entropy is invariant to adding one constant to
+    all the logits of a row):
+    - BertForMultipleChoice's classifier.bias: one constant added to every choice's score;
+    - BertForQuestionAnswering's qa_outputs.bias: one constant added to every position's start
+      (end) logit; and the last layer's output.LayerNorm.bias: a vector c added to every
+      position's final hidden state adds c . w_start to every start logit.
     """
     zero = {n for n in names_grads if n.endswith("attention.self.key.bias")}
-    if cls_name == "BertForMultipleChoice":
+    if loss and cls_name == "BertForMultipleChoice":
         zero.add("classifier.bias")
-    if cls_name == "BertForQuestionAnswering":
+    if loss and cls_name == "BertForQuestionAnswering":
         zero.add("qa_outputs.bias")
+        last = max(int(n.split(".")[3]) for n in names_grads if n.startswith("bert.encoder.layer."))
+        zero.add(f"bert.encoder.layer.{last}.output.LayerNorm.bias")
     return zero
 
 
