@@ -174,32 +174,25 @@ def google_to_hf(name):
     if any(p in _GOOGLE_SKIP for p in parts):
         return None
     out = []
-    transpose = False
     for part in parts:
         m = re.fullmatch(r"([A-Za-z]+)_(\d+)", part)
-        if m and m.group(1) == "layer":
-            out += ["layer", m.group(2)]
+        if m:
+            out += [m.group(1), m.group(2)]
         elif part in ("kernel", "gamma"):
             out.append("weight")
-            transpose = transpose or part == "kernel"
         elif part in ("output_bias", "beta"):
             out.append("bias")
         elif part == "output_weights":
             out.append("weight")
         elif part == "squad":
             out.append("classifier")
-        elif part.endswith("_embeddings"):
-            out += [part, "weight"]
         else:
             out.append(part)
-    hf = ".".join(out)
-    # Google's pre-training heads use names that differ from transformers':
-    #   cls/predictions/output_bias          -> cls.predictions.bias
-    #   cls/predictions/transform/...        -> cls.predictions.transform...
-    #   cls/seq_relationship/output_weights  -> cls.seq_relationship.weight
-    if hf == "cls.predictions.bias":
-        return hf, False
-    return hf, transpose
+    if parts[-1].endswith("_embeddings"):
+        out.append("weight")
+    # Only Dense kernels are (in, out); `output_weights` (the NSP and
+    # classifier heads) are already (out, in) in Google's code.
+    return ".".join(out), parts[-1] == "kernel"
 
 
 # --- Keras (transformers TF classes) names -> transformers ---------------------
@@ -207,40 +200,29 @@ def google_to_hf(name):
 def keras_to_hf(name):
     """Map a Keras weight name from a transformers ``tf_model.h5`` to PyTorch.
 
-    Returns ``(hf_name, transpose)``.  The rules mirror transformers'
-    TF->PT name conversion: drop the ``:0`` suffix and the top-level model
-    scope (``tf_bert_model/``, ``tf_bert_for_pre_training/``...),
-    ``layer_._N`` -> ``layer.N``, ``kernel`` -> ``weight`` (transposed),
-    ``gamma``/``beta`` -> ``weight``/``bias``, ``embeddings`` of an
-    Embedding layer -> ``weight``, and the word/position/token-type
-    embedding tables, which transformers' TF embeddings keep as
-    ``embeddings/word_embeddings/weight:0`` and friends.
+    Returns ``(hf_name, transpose)``, following transformers' TF->PT rules
+    (``convert_tf_weight_name_to_pt_weight_name``), step by step::
+
+        tf_bert_for_pre_training/mlm___cls/predictions/transform/dense/kernel:0
+        -> drop ":0"
+        -> "scope___name" -> "name"          .../cls/predictions/transform/dense/kernel
+        -> "_._" -> "/"  (layer_._0 -> layer/0)
+        -> drop the first level (the Keras model's own scope)
+        -> last part kernel/embeddings/gamma -> weight, beta -> bias
+        -> join with "."                     cls.predictions.transform.dense.weight
+
+    ``transpose`` is True for a ``kernel`` (Dense, stored (in, out)).
     """
     name = re.sub(r":\d+$", "", name)
+    name = re.sub(r"/[^/]*___([^/]*)/", r"/\1/", name)
+    name = name.replace("_._", "/")
+    name = re.sub(r"//+", "/", name)
     parts = name.split("/")
-    # The first scope is the Keras model's own name; the base model lives
-    # under `bert`, heads (`mlm___cls`, `nsp___cls`, `classifier`...) beside it.
-    if parts and parts[0].startswith("tf_") and len(parts) > 1:
+    if len(parts) > 1:
         parts = parts[1:]
-    out = []
-    transpose = False
-    for part in parts:
-        m = re.fullmatch(r"layer_\._(\d+)", part)
-        if m:
-            out += ["layer", m.group(1)]
-        elif part == "kernel":
-            out.append("weight")
-            transpose = True
-        elif part in ("gamma",):
-            out.append("weight")
-        elif part in ("beta",):
-            out.append("bias")
-        elif part == "embeddings" and out and out[-1].endswith("_embeddings"):
-            out.append("weight")
-        else:
-            out.append(part)
-    # Heads: TF's `mlm___cls` and `nsp___cls` scopes are torch's `cls`.
-    if out and out[0] in ("mlm___cls", "nsp___cls"):
-        out[0] = "cls"
-    hf = ".".join(out)
-    return hf, transpose
+    transpose = parts[-1] == "kernel"
+    if parts[-1] in ("kernel", "embeddings", "gamma"):
+        parts[-1] = "weight"
+    elif parts[-1] == "beta":
+        parts[-1] = "bias"
+    return ".".join(parts), transpose
