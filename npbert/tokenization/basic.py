@@ -28,6 +28,7 @@ Hangul jamo, some Indic two-vowel compositions).
 A `Spans` list is one `(start, end)` tuple per character of its string.
 """
 
+import re
 import unicodedata
 
 # The characters str.split() splits on that survive cleaning: cleaning turns every
@@ -90,6 +91,29 @@ def is_punctuation(ch):
     if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
         return True
     return unicodedata.category(ch).startswith("P")
+
+
+# What the tokenizer does with a character, decided once per distinct
+# character and remembered (the checks above cost a few function calls each).
+REMOVED, SPACE, CJK, PUNCT, OTHER = "removed", "space", "cjk", "punct", "other"
+_KIND = {}
+
+
+def char_kind(ch):
+    kind = _KIND.get(ch)
+    if kind is None:
+        if is_removed(ch):
+            kind = REMOVED
+        elif ch.isspace():  # is_whitespace, plus U+2028 / U+2029, which str.split() splits on
+            kind = SPACE
+        elif is_chinese_char(ord(ch)):
+            kind = CJK
+        elif is_punctuation(ch):
+            kind = PUNCT
+        else:
+            kind = OTHER
+        _KIND[ch] = kind
+    return kind
 
 
 def strip_accents(text):
@@ -235,6 +259,8 @@ class BasicTokenizer:
         """Text -> [(token, spans), ...]; `spans[i]` is the (start, end) in `text`
         of the i-th character of `token`."""
         never_split = self.never_split.union(never_split) if never_split else self.never_split
+        if self.is_plain_ascii(text):
+            return self._tokenize_plain_ascii(text, never_split)
         tokens = []
         for word, spans in self._clean_split_nfc(text):
             if word not in never_split:
@@ -244,39 +270,62 @@ class BasicTokenizer:
                         word, spans = strip_accents_aligned(word, spans)
                 elif self.strip_accents:
                     word, spans = strip_accents_aligned(word, spans)
-            for piece, piece_spans in self._split_on_punc(word, spans, never_split):
-                # transformers re-splits " ".join(pieces) on whitespace; this
-                # drops empty pieces (a word that was only accents) and would
-                # split any whitespace lower() or NFD produced (none does).
-                tokens.extend(split_on_whitespace_aligned(piece, piece_spans))
+            # transformers re-splits " ".join(pieces) on whitespace; that only
+            # drops empty pieces (a word that was nothing but accents): lower()
+            # and NFD never produce whitespace (a test checks every character).
+            tokens.extend(piece for piece in self._split_on_punc(word, spans, never_split) if piece[0])
         return tokens
+
+    def _tokenize_plain_ascii(self, text, never_split):
+        return [
+            (token, [(start + i, start + i + 1) for i in range(len(token))])
+            for token, start in self.split_plain_ascii(text, never_split)
+        ]
+
+    def split_plain_ascii(self, text, never_split):
+        """The same steps for ASCII text without control characters, where
+        cleaning, CJK spacing, NFC and accent stripping change nothing and
+        lower() maps one character to one: [(token, start in text), ...]."""
+        tokens = []
+        for word_match in _ASCII_WORD.finditer(text):
+            word, offset = word_match.group(), word_match.start()
+            if word not in never_split and self.do_lower_case:
+                word = word.lower()
+            if word in never_split or not self.do_split_on_punc:
+                tokens.append((word, offset))
+            else:
+                tokens += [(piece.group(), offset + piece.start()) for piece in _ASCII_PIECE.finditer(word)]
+        return tokens
+
+    @staticmethod
+    def is_plain_ascii(text):
+        """ASCII without control characters (\\t \\n \\r allowed)."""
+        return text.isascii() and not _ASCII_REMOVED.search(text)
 
     def _clean_split_nfc(self, text):
         """Steps 1-4: [(word, spans), ...] after cleaning, CJK spacing, NFC, split."""
         words = []
         chars, spans = [], []
-
-        def flush():
-            if chars:
-                words.extend(split_on_whitespace_aligned(*nfc_aligned("".join(chars), list(spans))))
-                chars.clear()
-                spans.clear()
-
+        split_cjk = self.tokenize_chinese_chars
         for i, ch in enumerate(text):
-            if is_removed(ch):
+            kind = _KIND.get(ch) or char_kind(ch)
+            if kind is REMOVED:
                 continue
-            if ch.isspace():  # \t \n \r Zs (became " ") and U+2028/U+2029 all split words
-                flush()
-            elif self.tokenize_chinese_chars and is_chinese_char(ord(ch)):
-                flush()
-                words.append(nfc_aligned(ch, [(i, i + 1)]))  # U+F900.. -> unified ideographs
+            if kind is SPACE or (kind is CJK and split_cjk):
+                if chars:
+                    words.append(nfc_aligned("".join(chars), spans))
+                    chars, spans = [], []
+                if kind is CJK:
+                    words.append(nfc_aligned(ch, [(i, i + 1)]))  # U+F900.. -> unified ideographs
             else:
                 chars.append(ch)
                 spans.append((i, i + 1))
-        flush()
+        if chars:
+            words.append(nfc_aligned("".join(chars), spans))
         # NFC never composes across whitespace (whitespace characters are
-        # starters that take no marks), so normalising word by word gives the
-        # same words as transformers' NFC of the whole text.
+        # starters that take no marks) and never produces whitespace, so
+        # normalising word by word gives the words of transformers' NFC of the
+        # whole text followed by str.split().
         return words
 
     def _split_on_punc(self, word, spans, never_split):
@@ -284,7 +333,7 @@ class BasicTokenizer:
             return [(word, spans)]
         pieces, start = [], 0
         for i, ch in enumerate(word):
-            if is_punctuation(ch):
+            if (_KIND.get(ch) or char_kind(ch)) is PUNCT:
                 if start < i:
                     pieces.append((word[start:i], spans[start:i]))
                 pieces.append((ch, spans[i : i + 1]))
@@ -292,3 +341,8 @@ class BasicTokenizer:
         if start < len(word):
             pieces.append((word[start:], spans[start:]))
         return pieces
+
+
+_ASCII_REMOVED = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # ASCII control characters but \t \n \r
+_ASCII_WORD = re.compile("[^\t\n\r ]+")
+_ASCII_PIECE = re.compile("[0-9A-Za-z]+|.")  # a run of letters and digits, or one punctuation character

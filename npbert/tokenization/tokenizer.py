@@ -33,7 +33,7 @@ import warnings
 
 import numpy as np
 
-from npbert.tokenization.basic import SEPARATOR_CHARS, BasicTokenizer
+from npbert.tokenization.basic import CJK_RANGES, SEPARATOR_CHARS, BasicTokenizer
 from npbert.tokenization.wordpiece import WordpieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -53,6 +53,11 @@ TRUNCATION_STRATEGIES = ("only_first", "only_second", "longest_first", "do_not_t
 
 # A raw word: a maximal run of characters that are not whitespace after cleaning.
 _RAW_WORD = re.compile(f"[^{SEPARATOR_CHARS}]+")
+# With tokenize_chinese_chars, every CJK ideograph is a raw word of its own too
+# (the BasicTokenizer puts spaces around it), so Chinese text, written without
+# spaces, is looked up one character at a time instead of one sentence at a time.
+_CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES)
+_RAW_WORD_OR_CJK = re.compile(f"[{_CJK_CLASS}]|[^{SEPARATOR_CHARS}{_CJK_CLASS}]+")
 # With do_basic_tokenize=False, WordPiece splits on Python whitespace only.
 _PYTHON_WORD = re.compile(r"\S+")
 
@@ -192,6 +197,8 @@ class BertTokenizer:
         self._never_split = set(self.all_special_tokens)
         self._unk_id = self.vocab[str(unk_token)]
         self._word_cache = {}  # raw word -> (tokens, ids, spans relative to the word)
+        self._wordpiece_cache = {}  # basic token -> [(piece, start, end), ...]
+        self._cls_id, self._sep_id = self.vocab[str(cls_token)], self.vocab[str(sep_token)]
         self._warned_too_long = False
 
     # ------------------------------------------------------------------
@@ -286,7 +293,9 @@ class BertTokenizer:
 
     @property
     def _word_re(self):
-        return _RAW_WORD if self.do_basic_tokenize else _PYTHON_WORD
+        if not self.do_basic_tokenize:
+            return _PYTHON_WORD
+        return _RAW_WORD_OR_CJK if self.basic_tokenizer.tokenize_chinese_chars else _RAW_WORD
 
     def _segments(self, text):
         """Cut `text` at special tokens: [(start, end, special_token_or_None), ...]."""
@@ -308,24 +317,36 @@ class BertTokenizer:
         if cached is not None:
             return cached
         tokens, spans = [], []
-        if self.do_basic_tokenize:
-            words = self.basic_tokenizer.tokenize_with_spans(raw, self._never_split)
+        basic = self.basic_tokenizer
+        if not self.do_basic_tokenize:
+            words = [(raw, 0, [(i, i + 1) for i in range(len(raw))])]
+        elif basic.is_plain_ascii(raw):
+            # Fast path: each character of an ASCII token is one character of
+            # `raw`, so a piece's span is its position; no per-character spans.
+            words = [(word, start, None) for word, start in basic.split_plain_ascii(raw, self._never_split)]
         else:
-            words = [(raw, [(i, i + 1) for i in range(len(raw))])]
-        for word, word_spans in words:
-            if word in self.basic_tokenizer.never_split and self.do_basic_tokenize:
-                tokens.append(word)
-                spans.append((word_spans[0][0], word_spans[-1][1]))
-                continue
-            for piece, a, b in self.wordpiece_tokenizer.tokenize_word(word):
+            words = [(word, None, word_spans) for word, word_spans in basic.tokenize_with_spans(raw, self._never_split)]
+        for word, start, word_spans in words:
+            if word in basic.never_split and self.do_basic_tokenize:
+                pieces = [(word, 0, len(word))]  # a user's never_split word: kept as it is
+            else:
+                pieces = self._wordpiece_cache.get(word) or self._wordpiece(word)
+            for piece, a, b in pieces:
                 tokens.append(piece)
-                spans.append((word_spans[a][0], word_spans[b - 1][1]))
+                spans.append((start + a, start + b) if word_spans is None else (word_spans[a][0], word_spans[b - 1][1]))
         ids = [self.vocab.get(t, self._unk_id) for t in tokens]
         result = (tokens, ids, spans)
         if len(self._word_cache) >= _WORD_CACHE_LIMIT:
             self._word_cache.clear()
+            self._wordpiece_cache.clear()
         self._word_cache[raw] = result
         return result
+
+    def _wordpiece(self, word):
+        """WordPiece of one basic token, cached: [(piece, start, end), ...]."""
+        pieces = self.wordpiece_tokenizer.tokenize_word(word)
+        self._wordpiece_cache[word] = pieces
+        return pieces
 
     def _encode_text(self, text, with_offsets):
         """One text -> (ids, offsets or None), no special tokens added."""
@@ -355,7 +376,7 @@ class BertTokenizer:
 
     def build_inputs_with_special_tokens(self, token_ids_0, token_ids_1=None):
         """[CLS] A [SEP]  or  [CLS] A [SEP] B [SEP]."""
-        cls, sep = [self.cls_token_id], [self.sep_token_id]
+        cls, sep = [self._cls_id], [self._sep_id]
         if token_ids_1 is None:
             return cls + list(token_ids_0) + sep
         return cls + list(token_ids_0) + sep + list(token_ids_1) + sep

