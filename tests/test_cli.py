@@ -220,5 +220,9 @@ def test_explain_minilm(capsys):
     assert status == 0, out + err
     assert "all-MiniLM-L6-v2" in out and "V=30522" in out
     assert_in_order(out, STAGES[:19] + ["encoder.layer.5.*", "= hidden_states[6]", "= pooler_output"])
-    assert "encoder.layer.5.output.LayerNorm.weight" in gradient_rows(out)
+    # A large model: the embeddings, the first layer and the pooler are checked.
+    rows = gradient_rows(out)
+    assert {"inputs_embeds", "embeddings.word_embeddings.weight", "encoder.layer.0.output.LayerNorm.weight",
+            "pooler.dense.weight"} <= set(rows)
+    assert not any(name.startswith("encoder.layer.5.") for name in rows)
     assert out.rstrip().splitlines()[-1].startswith("PASS")
