@@ -65,6 +65,8 @@ class BertEncoder(Module):
             dprobs = None if dattentions is None else dattentions[i]
             dx, g = self.layer[i].backward(dx, caches[i], dprobs)
             grads.update(g)
+            if self.state.release_caches:
+                caches[i] = None                      # layer i's activations are no longer needed
         if dhidden_states is not None and dhidden_states[0] is not None:
             dx = dx + dhidden_states[0]
         return dx, grads

@@ -23,6 +23,7 @@ class ModelState:
         self.inits = {}          # name -> "normal" | "zeros" | "ones" | ("embedding", padding_idx)
         self.training = False
         self.rng = rng           # np.random.Generator for dropout
+        self.release_caches = False   # set during a backward that may free each cache once used
 
 
 class Module:

@@ -161,11 +161,12 @@ class BertPreTrainedModel(Module):
         if args:
             raise TypeError(f"{type(self).__name__} takes keyword arguments only "
                             "(input_ids=..., attention_mask=..., ...)")
+        self._cache = None                  # free the last forward's activations before making new ones
         output, cache = self.forward(**kwargs)
         self._cache = cache
         return output
 
-    def backward(self, **upstream):
+    def backward(self, retain_graph=False, **upstream):
         """Gradients of the last forward call, keyed as transformers' `named_parameters()`.
 
         After a forward given labels, `backward()` differentiates the loss.  Otherwise pass
@@ -174,10 +175,24 @@ class BertPreTrainedModel(Module):
         sum(output * upstream) over the outputs given.  The gradient with respect to the
         input embeddings (the word embeddings looked up, or `inputs_embeds` when given),
         shaped (B, T, H), is left in `model.inputs_embeds_grad`.
+
+        As torch's `backward()`, this frees the forward's activations layer by layer as it
+        goes (so the peak memory of a training step stays low); pass `retain_graph=True`
+        to keep them for another backward of the same forward.
         """
         if self._cache is None:
-            raise RuntimeError(f"{type(self).__name__}.backward() called before any forward call")
-        grads, dembeds = self._backward(self._cache, **upstream)
+            raise RuntimeError(f"{type(self).__name__}.backward() called before any forward call, or a second "
+                               "time after one forward: pass retain_graph=True to the first backward to keep "
+                               "the forward's activations")
+        # Bad upstream gradients are rejected before any layer's cache is released, so a
+        # backward that raises leaves the forward usable.
+        self.state.release_caches = not retain_graph
+        try:
+            grads, dembeds = self._backward(self._cache, **upstream)
+        finally:
+            self.state.release_caches = False
+        if not retain_graph:
+            self._cache = None
         self.inputs_embeds_grad = dembeds
         # transformers' named_parameters() order, every parameter present (zeros if unused).
         return {name: grads[name] if name in grads else np.zeros_like(p)

@@ -1,0 +1,41 @@
+"""backward() frees the forward's activations as it goes, as torch's does; retain_graph=True keeps them."""
+import numpy as np
+import pytest
+
+import npbert
+
+
+def _model():
+    cfg = npbert.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                            intermediate_size=12, max_position_embeddings=16)
+    return npbert.BertModel(cfg, dtype=np.float64)
+
+
+def test_second_backward_without_retain_graph_is_a_clear_error():
+    m = _model()
+    ids = np.array([[1, 2, 3, 4]])
+    out = m(input_ids=ids)
+    m.backward(last_hidden_state=np.ones_like(out.last_hidden_state))
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        m.backward(last_hidden_state=np.ones_like(out.last_hidden_state))
+
+
+def test_retain_graph_gives_the_same_gradients_twice():
+    """Two backwards of one forward with retain_graph=True: identical arrays (same operations)."""
+    m = _model()
+    out = m(input_ids=np.array([[1, 2, 3, 4], [5, 6, 0, 0]]), attention_mask=np.array([[1, 1, 1, 1], [1, 1, 0, 0]]))
+    d = np.random.default_rng(0).standard_normal(out.last_hidden_state.shape)
+    g1 = m.backward(last_hidden_state=d, retain_graph=True)
+    g2 = m.backward(last_hidden_state=d)
+    for name in g1:
+        np.testing.assert_array_equal(g1[name], g2[name], err_msg=name)
+
+
+def test_a_rejected_backward_keeps_the_forward():
+    """A backward refused for a bad upstream shape frees nothing: the next one works."""
+    m = _model()
+    out = m(input_ids=np.array([[1, 2, 3]]))
+    with pytest.raises(ValueError, match="shape"):
+        m.backward(last_hidden_state=np.ones((2, 2)))
+    grads = m.backward(last_hidden_state=np.ones_like(out.last_hidden_state))
+    assert np.abs(grads["encoder.layer.0.output.dense.weight"]).sum() > 0
