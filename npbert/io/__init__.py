@@ -186,10 +186,10 @@ def _read_sharded(index_file):
     return tensors
 
 
-def write_npbert_h5(path, tensors, config_dict):
+def write_npbert_h5(path, tensors, config_dict, progress=None):
     """Write npbert's own ``.h5`` (see `npbert.io.npbert_h5`), atomically."""
     from npbert.io.npbert_h5 import write_npbert_h5 as _write
-    return _write(path, tensors, config_dict)
+    return _write(path, tensors, config_dict, progress=progress)
 
 
 def read_npbert_h5_config(path):

@@ -31,8 +31,11 @@ def is_npbert_h5(path):
         return False
 
 
-def write_npbert_h5(path, tensors, config_dict):
-    """Write ``{name: array}`` and the config dict to ``path``, atomically."""
+def write_npbert_h5(path, tensors, config_dict, progress=None):
+    """Write ``{name: array}`` and the config dict to ``path``, atomically.
+
+    ``progress``, if given, is called as ``progress(bytes_written, total)``.
+    """
     import h5py
     config_json = json.dumps(config_dict if config_dict is not None else {}, sort_keys=True)
     arrays = {}
@@ -44,6 +47,8 @@ def write_npbert_h5(path, tensors, config_dict):
         if array.dtype.kind not in "fiub":
             raise CheckpointError(f"{path}: tensor {name!r} has unsupported dtype {array.dtype}")
         arrays[name] = array
+    total = sum(a.nbytes for a in arrays.values())
+    done = 0
     with atomic_path(path) as tmp:
         with h5py.File(tmp, "w") as f:
             f.attrs["npbert_format"] = FORMAT_VERSION
@@ -54,6 +59,9 @@ def write_npbert_h5(path, tensors, config_dict):
                     raise CheckpointError(f"{path}: tensor {name!r} clashes with another name")
                 f.create_dataset(target, data=np.ascontiguousarray(array).astype(
                     array.dtype.newbyteorder("<"), copy=False))
+                done += array.nbytes
+                if progress is not None:
+                    progress(done, total)
 
 
 def read_npbert_h5(path):

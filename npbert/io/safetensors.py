@@ -206,8 +206,11 @@ def _dtype_name(name, array):
     return _NAMES[key]
 
 
-def write_safetensors(path, tensors, metadata=None):
+def write_safetensors(path, tensors, metadata=None, progress=None):
     """Write ``{name: array}`` to ``path`` as safetensors, atomically.
+
+    ``progress``, if given, is called as ``progress(bytes_written, total)``
+    after each tensor (for command-line progress displays).
 
     ``metadata`` (string -> string) defaults to ``{"format": "pt"}``, which
     transformers' loader expects.  Tensors are laid out largest itemsize
@@ -242,7 +245,11 @@ def write_safetensors(path, tensors, metadata=None):
     with atomic_write(path) as f:
         f.write(len(blob).to_bytes(8, "little"))
         f.write(blob)
+        done = 0
         for name in order:
             array = arrays[name][1]
             if array.nbytes:
                 f.write(array.reshape(-1).view(np.uint8))
+            done += array.nbytes
+            if progress is not None:
+                progress(done, position)
