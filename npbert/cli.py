@@ -192,9 +192,9 @@ def tokenize(text, model_dir, max_length):
 # ---- printing --------------------------------------------------------------------------------
 
 class Table:
-    """Rows of (name, shape, dims, x, note), printed with aligned columns."""
+    """Rows of (name, shape, dims, summary numbers), aligned; a check goes on the line below its row."""
 
-    HEAD = f"  {'tensor':<50} {'shape':<17} {'dims':<8} {'mean':>9} {'std':>9} {'min':>9} {'max':>9}  check"
+    HEAD = f"  {'tensor':<48} {'shape':<15} {'dims':<7} {'mean':>9} {'std':>9} {'min':>9} {'max':>9}"
 
     def __init__(self, out):
         self.out = out
@@ -203,13 +203,15 @@ class Table:
         print(self.HEAD, file=self.out)
 
     def section(self, title):
-        print(f"  -- {title} " + "-" * max(0, 100 - len(title)), file=self.out)
+        print(f"  -- {title} " + "-" * max(0, len(self.HEAD) - len(title) - 6), file=self.out)
 
     def row(self, name, x, dims, note=""):
         x64 = np.asarray(x, dtype=np.float64)
-        shape = "(" + ", ".join(str(s) for s in x.shape) + ")"
-        print(f"  {name:<50} {shape:<17} {dims:<8} {x64.mean():>9.4f} {x64.std():>9.4f} "
-              f"{x64.min():>9.4f} {x64.max():>9.4f}  {note}".rstrip(), file=self.out)
+        shape = str(tuple(x.shape))
+        print(f"  {name:<48} {shape:<15} {dims:<7} {x64.mean():>9.4f} {x64.std():>9.4f} "
+              f"{x64.min():>9.4f} {x64.max():>9.4f}", file=self.out)
+        if note:
+            print(f"      {note}", file=self.out)
 
 
 class Checks:
@@ -232,7 +234,7 @@ def _same(name, mine, model_value, tol, checks):
     ref = np.asarray(model_value, dtype=np.float64)
     diff = float(np.max(np.abs(mine - ref))) if mine.shape == ref.shape else float("inf")
     ok = checks.add(name, diff <= tol * (1.0 + float(np.max(np.abs(ref)))))
-    return f"= {name}  max|diff| {diff:.1e} {'ok' if ok else 'MISMATCH'}"
+    return f"= {name} of the model: max|diff| {diff:.1e}  {'ok' if ok else 'MISMATCH'}"
 
 
 # ---- the forward walk ------------------------------------------------------------------------
@@ -389,7 +391,11 @@ def gradient_check(model, ids, attention_mask, seed, out, checks):
           f"eps = {EPS:g};", file=out)
     print(f"  v = sign(grad) on {sum(ENTRIES)} entries per tensor (the {ENTRIES[0]} largest |grad|, "
           f"{ENTRIES[1]} at random); rel_error as npbert.gradcheck, tolerance {REL_TOL:g}", file=out)
-    print(f"\n  {'tensor':<52} {'shape':<14} {'max|grad|':>10} {'analytic':>14} {'numeric':>14} "
+    names = _checked_names(model)
+    if len(names) < len(params):
+        print(f"  checked: the embeddings, encoder.layer.0 and the pooler ({len(names)} of {len(params)} tensors; "
+              "their gradients pass through every layer above)", file=out)
+    print(f"\n  {'tensor':<49} {'shape':<13} {'max|grad|':>10} {'analytic':>14} {'numeric':>14} "
           f"{'rel_error':>10}", file=out)
 
     def directional(x, g, run):
@@ -407,27 +413,30 @@ def gradient_check(model, ids, attention_mask, seed, out, checks):
         return float(np.sum(g.ravel()[idx] * v)), (plus - minus) / (2 * EPS)
 
     def report(name, shape, g, analytic, numeric, zero_expected=False):
-        shape = "(" + ", ".join(str(s) for s in shape) + ")"
+        shape = str(tuple(shape))
         if zero_expected:
             # The true gradient is 0 (docs/backward.md): both numbers are round-off.  The loss carries
             # ~1e-16 |loss| of it; the difference quotient divides that by EPS (with a wide margin).
             ok = checks.add(name, abs(analytic) < 1e-12 and abs(numeric) < 1e-11 * max(1.0, abs(base)) / EPS)
-            verdict = f"{'ok' if ok else 'FAIL'}: 0 expected (softmax ignores a shift of every score in a row)"
+            verdict = f"{'0 expected (*)' if ok else '0 expected (*)  FAIL'}"
         else:
             err = rel_error(analytic, numeric)
             ok = checks.add(name, err < REL_TOL)
             verdict = f"{err:>10.1e}{'' if ok else '  FAIL'}"
-        print(f"  {name:<52} {shape:<14} {np.max(np.abs(g)):>10.2e} {analytic:>14.6e} {numeric:>14.6e} "
+        print(f"  {name:<49} {shape:<13} {np.max(np.abs(g)):>10.2e} {analytic:>14.6e} {numeric:>14.6e} "
               f"{verdict}", file=out)
 
     # The input embeddings: the forward with inputs_embeds = word_embeddings[ids] is the same function.
     embeds = params["embeddings.word_embeddings.weight"][ids].copy()        # (B, T, H)
     a, n = directional(embeds, dembeds, lambda: loss(inputs_embeds=embeds))
     report("inputs_embeds  (model.inputs_embeds_grad)", embeds.shape, dembeds, a, n)
-    for name in _checked_names(model):
+    for name in names:
         a, n = directional(params[name], grads[name], lambda: loss(input_ids=ids))
         report(name, params[name].shape, grads[name], a, n, zero_expected=name.endswith("attention.self.key.bias"))
-    return len(_checked_names(model)) + 1
+    print("  (*) a key bias adds the same amount to every score of a softmax row, which softmax ignores: its true\n"
+          "      gradient is 0 and both numbers are round-off (docs/backward.md, \"Why the key bias gets a zero gradient\")",
+          file=out)
+    return len(names) + 1
 
 
 # ---- explain ---------------------------------------------------------------------------------
@@ -438,8 +447,6 @@ def explain(args, out=None):
     dtype = np.float32 if args.dtype == "float32" else np.float64
     model, model_dir, description = load_model(args, dtype)
     c = model.config
-    if c.hidden_act not in ("gelu", "relu", "silu", "gelu_new", "gelu_pytorch_tanh"):
-        raise CliError(f"hidden_act={c.hidden_act!r} is not supported")
     tokens, ids, how = tokenize(args.text, model_dir, c.max_position_embeddings)
     attention_mask = np.ones_like(ids)                                      # (B, T), one sentence, no padding
     B, T = ids.shape

@@ -3,6 +3,7 @@ real process through `python -m npbert`.  The checks `explain` makes must be abl
 a broken backward or a forward that disagrees with the read-along recomputation gives FAIL
 and exit status 1."""
 import os
+import re
 import subprocess
 import sys
 
@@ -94,8 +95,9 @@ def test_explain_random_in_process(capsys):
             continue                                # its row says "ok: 0 expected"
         assert err_ < cli.REL_TOL, (name, err_)
     # The shapes are printed with the dimension letters of docs/index.md.
-    assert "(1, 4, 12, 16)    B,N,T,D" in out           # Q, K, V: N=4 heads of D=16
-    assert "(1, 12, 128)      B,T,I" in out             # the intermediate activations, I=128
+    assert re.search(r"attention\.self\.query\(x\)\s+-> Q\s+\(1, 4, 12, 16\)\s+B,N,T,D ", out)  # N=4 heads of D=16
+    assert re.search(r"-> intermediate\s+\(1, 12, 128\)\s+B,T,I ", out)                       # I=128
+    assert re.search(r"pooler\.dense\.bias\s+\(64,\)\s", out)                                  # gradient table
 
 
 def test_explain_random_float64_and_seed(capsys):
