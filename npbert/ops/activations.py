@@ -29,6 +29,9 @@ it, states its error and derives the GELU backward.
 """
 
 import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -36,6 +39,8 @@ __all__ = [
     "ACT2FN",
     "erf",
     "get_activation",
+    "set_num_threads",
+    "get_num_threads",
     "gelu_forward", "gelu_backward",
     "gelu_new_forward", "gelu_new_backward",
     "gelu_pytorch_tanh_forward", "gelu_pytorch_tanh_backward",
@@ -148,9 +153,150 @@ def erf(x):
     return _erf64(x.astype(np.float64, copy=False)).astype(x.dtype, copy=False)
 
 
-def _ndtr(x):
-    """Phi(x) in the dtype of x."""
-    return _ndtr64(x.astype(np.float64, copy=False)).astype(x.dtype, copy=False)
+# ---------------------------------------------------------------------------
+# The float32 GELU fast path.
+#
+# In float32 Phi is written as a logistic of an odd polynomial,
+#
+#     Phi(x) ~= 1 / (1 + exp(-z)) = 1 / (2 + expm1(-z)),   z = x * q(x^2),
+#
+# with q of degree 6 fitted (weighted minimax, docs/gelu.md) so that
+# |Phi~ - Phi| <= 2.9e-8 on the whole real line; q > 0 grows fast enough
+# that Phi~ saturates to exactly 1 (x > 6) and 0 (x < -6) like Phi does.
+# So gelu(x) = x / (2 + expm1(-z)): 17 elementwise passes and no branch.
+# The passes run over cache-sized chunks with `out=` buffers (no temporary
+# arrays), spread over a small thread pool: NumPy releases the GIL inside
+# its loops. Chunks sit on a fixed grid, so the result is bit-identical
+# for any number of threads.
+# ---------------------------------------------------------------------------
+
+_CHUNK = 16384                                # float32 elements, 64 KiB
+_f32 = np.float32
+# -q(s), lowest power first (float32; fitted in docs/gelu.md)
+_NEG_Q32 = tuple(np.array(c, _f32) for c in (
+    -1.5957698822021484, -0.07266616821289062, 6.518996087834239e-05,
+    0.00011061238183174282, -7.929487765068188e-06, 2.6452661927578447e-07,
+    -3.5123395303315874e-09,
+))
+_TWO32 = np.array(2.0, _f32)
+_MINUS_HALF32 = np.array(-0.5, _f32)
+_LOG_INV_SQRT_2PI32 = np.array(math.log(_INV_SQRT_2PI), _f32)
+
+_num_threads = None                           # None: not read from the environment yet
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def set_num_threads(n):
+    """Threads used by the float32 GELU (default: NPBERT_NUM_THREADS, else min(cpu_count, 8))."""
+    global _num_threads, _pool
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"number of threads must be >= 1, got {n}")
+    with _pool_lock:
+        if _pool is not None and n != _num_threads:
+            _pool.shutdown(wait=True)
+            _pool = None
+        _num_threads = n
+
+
+def get_num_threads():
+    """The number of threads the float32 GELU uses."""
+    global _num_threads
+    if _num_threads is None:
+        env = os.environ.get("NPBERT_NUM_THREADS")
+        _num_threads = max(1, int(env)) if env else max(1, min(os.cpu_count() or 1, 8))
+    return _num_threads
+
+
+def _run_chunked(kernel, n_scratch, out, *inputs):
+    """Apply kernel(*input_chunks, out_chunk, *scratch) over a fixed grid of chunks.
+
+    inputs and out: flat, C-contiguous float32 arrays of the same length N.
+    Chunk k is [k*_CHUNK, (k+1)*_CHUNK) whatever the thread count; each
+    thread takes a contiguous run of chunks and owns its scratch buffers.
+    """
+    n = out.size
+    n_chunks = -(-n // _CHUNK)
+    n_threads = min(get_num_threads(), n_chunks)
+
+    def work(first, last):                    # chunks [first, last)
+        scratch = [np.empty(_CHUNK, _f32) for _ in range(n_scratch)]
+        for k in range(first, last):
+            lo, hi = k * _CHUNK, min((k + 1) * _CHUNK, n)
+            m = hi - lo
+            kernel(*(a[lo:hi] for a in inputs), out[lo:hi], *(b[:m] for b in scratch))
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        if n_threads <= 1:
+            work(0, n_chunks)
+            return out
+        global _pool
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(get_num_threads(), thread_name_prefix="npbert-act")
+            pool = _pool
+        bounds = [n_chunks * i // n_threads for i in range(n_threads + 1)]
+        futures = [pool.submit(_with_errstate, work, bounds[i], bounds[i + 1])
+                   for i in range(1, n_threads)]
+        work(bounds[0], bounds[1])            # this thread takes the first run
+        for f in futures:
+            f.result()
+    return out
+
+
+def _with_errstate(fn, *args):
+    # np.errstate is per thread: overflow of expm1 to inf is expected here.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return fn(*args)
+
+
+def _neg_z32(x, s, p):
+    """p = -z = -x q(s) with s = x^2 (written to s).  All float32 chunks."""
+    np.multiply(x, x, s)                      # s = x^2
+    np.multiply(s, _NEG_Q32[6], p)
+    np.add(p, _NEG_Q32[5], p)
+    for c in _NEG_Q32[4::-1]:                 # Horner: p = p s + c
+        np.multiply(p, s, p)
+        np.add(p, c, p)
+    np.multiply(p, x, p)                      # p = -z
+
+
+def _gelu32_kernel(x, y, s):
+    """y = x / (2 + expm1(-z)) = x Phi(x).   x, y, s: float32 chunks."""
+    _neg_z32(x, s, y)                         # y = -z
+    np.expm1(y, y)
+    np.add(y, _TWO32, y)                      # y = 1 / Phi(x)
+    np.divide(x, y, y)
+
+
+def _dgelu32_kernel(x, dy, dx, s):
+    """dx = dy Phi(x) + dy x phi(x).   x, dy, dx, s: float32 chunks."""
+    _neg_z32(x, s, dx)                        # dx = -z
+    np.expm1(dx, dx)
+    np.add(dx, _TWO32, dx)                    # dx = 1 / Phi(x)
+    np.divide(dy, dx, dx)                     # dx = dy Phi(x)
+    np.multiply(s, _MINUS_HALF32, s)          # s = -x^2 / 2
+    np.add(s, _LOG_INV_SQRT_2PI32, s)
+    np.exp(s, s)                              # s = phi(x)
+    np.multiply(s, x, s)
+    np.multiply(s, dy, s)                     # s = dy x phi(x)
+    np.add(dx, s, dx)
+
+
+def _gelu32(x):
+    x = np.ascontiguousarray(x)
+    y = np.empty_like(x)
+    _run_chunked(_gelu32_kernel, 1, y.reshape(-1), x.reshape(-1))
+    return y
+
+
+def _dgelu32(dy, x):
+    x = np.ascontiguousarray(x)
+    dy = np.ascontiguousarray(dy, dtype=_f32)
+    dx = np.empty_like(x)
+    _run_chunked(_dgelu32_kernel, 1, dx.reshape(-1), x.reshape(-1), dy.reshape(-1))
+    return dx
 
 
 # ---------------------------------------------------------------------------
@@ -160,8 +306,9 @@ def _ndtr(x):
 def gelu_forward(x):
     """y = x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))).   x: (...) -> y: (...)"""
     x = _float_array(x)
-    y = x * _ndtr(x)
-    return y, x
+    if x.dtype == np.float32:
+        return _gelu32(x), x                  # the fast path above
+    return x * _ndtr64(x), x                  # float64: Phi from erfc, ~1 ulp
 
 
 def gelu_backward(dy, cache):
@@ -170,8 +317,10 @@ def gelu_backward(dy, cache):
     In the forward pass this was: y = x * Phi(x); Phi' = phi (docs/gelu.md).
     """
     x = cache
+    if x.dtype == np.float32:
+        return _dgelu32(dy, x)
     phi = _INV_SQRT_2PI * np.exp(-0.5 * (x * x))      # (...), the normal pdf
-    return dy * (_ndtr(x) + x * phi)
+    return dy * (_ndtr64(x) + x * phi)
 
 
 # ---------------------------------------------------------------------------
