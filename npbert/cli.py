@@ -57,6 +57,17 @@ class CliError(Exception):
 
 # ---- the command line ------------------------------------------------------------------------
 
+def _seed(text):
+    """argparse type: a non-negative integer (what np.random.default_rng accepts)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+    return value
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="npbert",
@@ -78,7 +89,7 @@ def build_parser():
     explain.add_argument("--text", default=DEFAULT_TEXT, help=f"the sentence (default: {DEFAULT_TEXT!r})")
     explain.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                          help="dtype of the forward walk (the gradient check always runs in float64)")
-    explain.add_argument("--seed", type=int, default=0,
+    explain.add_argument("--seed", type=_seed, default=0,
                          help="seed of the random model, the upstream gradients and the sampled entries")
     return parser
 
@@ -441,6 +452,14 @@ def gradient_check(model, ids, attention_mask, seed, out, checks):
 
 # ---- explain ---------------------------------------------------------------------------------
 
+def _shorten(items, limit=24):
+    """'a b c ... (n more)' for a long list."""
+    words = [str(x) for x in items]
+    if len(words) <= limit:
+        return " ".join(words)
+    return " ".join(words[:limit]) + f" ... ({len(words) - limit} more)"
+
+
 def explain(args, out=None):
     out = sys.stdout if out is None else out
     start = time.perf_counter()
@@ -459,9 +478,9 @@ def explain(args, out=None):
           f"P={c.max_position_embeddings}, Y={c.type_vocab_size}, hidden_act={c.hidden_act}, "
           f"{model.num_parameters():,} parameters", file=out)
     print(f"  text     {args.text!r}", file=out)
-    print(f"  tokens   {' '.join(tokens)}", file=out)
+    print(f"  tokens   {_shorten(tokens)}", file=out)
     print(f"           ({how})", file=out)
-    print(f"  ids      {ids[0].tolist()}   B={B}, T={T}, attention_mask all 1", file=out)
+    print(f"  ids      {_shorten(ids[0].tolist())}   B={B}, T={T}, attention_mask all 1", file=out)
     print("  dims     B batch, T tokens (keys), F tokens (queries), H hidden, N heads, D head size, "
           "I intermediate  (docs/index.md)", file=out)
 

@@ -228,3 +228,23 @@ def test_explain_minilm(capsys):
             "pooler.dense.weight"} <= set(rows)
     assert not any(name.startswith("encoder.layer.5.") for name in rows)
     assert out.rstrip().splitlines()[-1].startswith("PASS")
+
+
+def test_bad_seed_exits_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["explain", "--random", "--seed", "-3"])
+    assert e.value.code == 2
+    assert "non-negative integer" in capsys.readouterr().err
+
+
+def test_model_directory_without_vocab(tmp_path, capsys):
+    npbert.BertModel(npbert.BertConfig(**cli.TINY_CONFIG)).save_pretrained(tmp_path)
+    status, _, err = run(["explain", "--model", str(tmp_path)], capsys)
+    assert status == 1
+    assert "no vocab.txt" in err
+
+
+def test_long_text_is_truncated_to_max_positions(capsys):
+    status, out, _ = run(["explain", "--random", "--text", "dog " * 100], capsys)
+    assert status == 0, out
+    assert "T=64" in out and "truncated to max_position_embeddings=64" in out
