@@ -108,11 +108,10 @@ def _erfc_pos64(a):
     with np.errstate(divide="ignore", invalid="ignore"):
         inv_a = 1.0 / a[idx]
         erfcx[idx] = inv_a * _horner(_ERFCX_TAIL, inv_a * inv_a - _ERFCX_TAIL_CENTER)
+    a = np.minimum(a, 64.0)                           # erfc(27.3) < 5e-324 already
     ah = a.astype(np.float32).astype(np.float64)      # 24 bits: ah * ah is exact
-    with np.errstate(over="ignore", invalid="ignore"):
-        low = (a - ah) * (a + ah)                     # a^2 - ah^2, exactly enough
-        low[np.isinf(a)] = 0.0                        # inf - inf
-        return np.exp(-ah * ah) * np.exp(-low) * erfcx
+    low = (a - ah) * (a + ah)                         # a^2 - ah^2, exactly enough
+    return np.exp(-ah * ah) * np.exp(-low) * erfcx
 
 
 def _erf64(x):
