@@ -158,6 +158,9 @@ class LookupTokenizer:
         return ["[CLS]"] + [w if w in self.vocab else "[UNK]" for w in words] + ["[SEP]"]
 
     def convert_tokens_to_ids(self, tokens):
+        missing = sorted({t for t in tokens if t not in self.vocab})
+        if missing:
+            raise CliError(f"the vocabulary has no {', '.join(missing)}")
         return [self.vocab[t] for t in tokens]
 
 
@@ -173,7 +176,7 @@ def _bert_tokenizer_class():
     return BertTokenizer
 
 
-def tokenize(text, model_dir, max_length):
+def tokenize(text, model_dir, max_length, vocab_size):
     """Returns (tokens, ids, tokenizer description)."""
     if model_dir is None:
         tok = LookupTokenizer(TINY_VOCAB)
@@ -197,7 +200,11 @@ def tokenize(text, model_dir, max_length):
     if len(tokens) > max_length:
         tokens = tokens[:max_length - 1] + ["[SEP]"]
         how += f", truncated to max_position_embeddings={max_length}"
-    return tokens, np.array([tok.convert_tokens_to_ids(tokens)], dtype=np.int64), how
+    ids = np.array([tok.convert_tokens_to_ids(tokens)], dtype=np.int64)            # (B, T) = (1, T)
+    if ids.max() >= vocab_size:
+        raise CliError(f"token id {int(ids.max())} is outside the model's vocab_size={vocab_size}: "
+                       "vocab.txt does not belong to this checkpoint")
+    return tokens, ids, how
 
 
 # ---- printing --------------------------------------------------------------------------------
@@ -466,7 +473,7 @@ def explain(args, out=None):
     dtype = np.float32 if args.dtype == "float32" else np.float64
     model, model_dir, description = load_model(args, dtype)
     c = model.config
-    tokens, ids, how = tokenize(args.text, model_dir, c.max_position_embeddings)
+    tokens, ids, how = tokenize(args.text, model_dir, c.max_position_embeddings, c.vocab_size)
     attention_mask = np.ones_like(ids)                                      # (B, T), one sentence, no padding
     B, T = ids.shape
     checks = Checks()
