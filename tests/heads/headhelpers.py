@@ -35,9 +35,6 @@ def randomize(model, seed=0, scale=0.5):
 
 def make_models(cls_name, config=None, seed=0, **overrides):
     """(npbert model, transformers model) of class `cls_name`, float64, the same random weights."""
-    import torch
-    import transformers
-
     config = config or tiny_config(**overrides)
     ours = randomize(getattr(npbert, cls_name)(config, dtype=np.float64), seed=seed)
     theirs = hf_model(cls_name, config)
@@ -52,8 +49,7 @@ def hf_model(cls_name, config):
     import transformers
 
     d = config.to_dict()
-    for k in ("architectures",):
-        d.pop(k, None)
+    d.pop("architectures", None)
     tcfg = transformers.BertConfig(**d, attn_implementation="eager")
     model = getattr(transformers, cls_name)(tcfg).to(torch.float64)
     return model
@@ -152,8 +148,3 @@ def numerical_gradient(f, x, h=1e-6):
         grad[i] = (fp - fm) / (2 * h)
     return grad
 
-
-def cs231n_rel_error(x, y):
-    """max(|x - y| / max(1e-8, |x| + |y|)), as cs231n's gradient check."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    return float(np.max(np.abs(x - y) / np.maximum(1e-8, np.abs(x) + np.abs(y))))
