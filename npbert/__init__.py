@@ -4,9 +4,15 @@ Forward and hand-written backward equal to transformers, a WordPiece tokenizer e
 Python BertTokenizer, checkpoints in and out with no framework.  Names follow transformers.
 """
 from npbert.config import BertConfig
-from npbert.modeling import BertModel, BertPreTrainedModel
 from npbert.modeling import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction,
                              BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
-                             BertForTokenClassification, BertLMHeadModel)
+                             BertForTokenClassification, BertLMHeadModel, BertModel, BertPreTrainedModel)
+from npbert.tokenization import BertTokenizer
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "BertConfig", "BertTokenizer", "BertModel", "BertPreTrainedModel", "BertForPreTraining",
+    "BertForMaskedLM", "BertForNextSentencePrediction", "BertLMHeadModel", "BertForSequenceClassification",
+    "BertForTokenClassification", "BertForMultipleChoice", "BertForQuestionAnswering",
+]

@@ -94,6 +94,15 @@ class BertConfig:
             raise ValueError(f"BertConfig.pad_token_id={self.pad_token_id} is outside [0, vocab_size={self.vocab_size})")
         if self.problem_type is not None and self.problem_type not in _PROBLEM_TYPES:
             raise ValueError(f"BertConfig.problem_type must be one of {_PROBLEM_TYPES} or None, got {self.problem_type!r}")
+        # Variants transformers' BERT has and npbert does not: refuse them rather than silently
+        # running a different model.
+        position_embedding_type = getattr(self, "position_embedding_type", "absolute")
+        if position_embedding_type != "absolute":
+            raise NotImplementedError(f"position_embedding_type={position_embedding_type!r} is not supported "
+                                      "by npbert: only 'absolute' position embeddings are implemented")
+        if self.add_cross_attention:
+            raise NotImplementedError("add_cross_attention=True (BERT as a seq2seq decoder with cross-attention) "
+                                      "is not supported by npbert")
         if not self.layer_norm_eps > 0:
             raise ValueError(f"BertConfig.layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
 

@@ -39,3 +39,14 @@ def test_a_rejected_backward_keeps_the_forward():
         m.backward(last_hidden_state=np.ones((2, 2)))
     grads = m.backward(last_hidden_state=np.ones_like(out.last_hidden_state))
     assert np.abs(grads["encoder.layer.0.output.dense.weight"]).sum() > 0
+
+
+@pytest.mark.parametrize("fields", [{"position_embedding_type": "relative_key"},
+                                    {"position_embedding_type": "relative_key_query"},
+                                    {"add_cross_attention": True, "is_decoder": True}])
+def test_unsupported_variants_are_refused(fields):
+    """A config npbert cannot run faithfully is an error, never a plain BERT in disguise."""
+    cfg = npbert.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=12, **fields)
+    with pytest.raises(NotImplementedError, match="not supported"):
+        npbert.BertModel(cfg)
