@@ -163,6 +163,32 @@ def test_word_embedding_gradient_with_pad_ids():
     assert_grads_equal(grads, t_grads)
 
 
+def test_fully_masked_row_and_no_pooler():
+    """A batch row with no attended position (uniform attention over its masked keys, as
+    transformers' finfo.min mask gives), and add_pooling_layer=False on both sides."""
+    import npbert
+    transformers = pytest.importorskip("transformers")
+    model, hf = hf_model_and_twin(seed=9)
+    ids, mask = np.array([[1, 2, 3, 4], [5, 6, 7, 8]]), np.array([[1, 1, 0, 0], [0, 0, 0, 0]])
+    up = upstream_for(model, 2, 4, seed=9, attentions=True)
+    out, grads, _, t_out, t_grads, _ = run_both(model, hf, dict(input_ids=ids, attention_mask=mask), up,
+                                                attentions=True)
+    assert np.all(out.attentions[0][1] == 0.25)
+    assert_outputs_equal(out, t_out, False, True)
+    assert_grads_equal(grads, t_grads)
+
+    bare = npbert.BertModel(model.config, add_pooling_layer=False, dtype=np.float64)
+    hf_bare = transformers.BertModel(hf.config, add_pooling_layer=False).double().eval()
+    buffers = {n for n, _ in hf_bare.named_buffers()}
+    assert list(bare.state_dict()) == [k for k in hf_bare.state_dict() if k not in buffers]
+    bare.load_state_dict({k: v.detach().numpy() for k, v in hf_bare.state_dict().items() if k not in buffers})
+    up = {"last_hidden_state": up["last_hidden_state"]}
+    out, grads, _, t_out, t_grads, _ = run_both(bare, hf_bare, dict(input_ids=ids, attention_mask=mask), up)
+    assert out.pooler_output is None and t_out.pooler_output is None
+    assert rel_error(out.last_hidden_state, t_out.last_hidden_state.detach().numpy()) <= F64_TOL
+    assert_grads_equal(grads, t_grads)
+
+
 @pytest.mark.parametrize("which", ["pooler_output", "last_hidden_state", "hidden_states0", "hidden_states1",
                                    "hidden_states2", "attentions"])
 def test_upstream_subsets(which):
