@@ -18,6 +18,9 @@ def dataset_array(path, dataset, name):
     """A dataset's contents: a read-only memory map when the dataset is stored
     contiguously and uncompressed (how h5py and Keras write weights), else a
     copy read by h5py."""
+    import h5py
+    if not isinstance(dataset, h5py.Dataset):
+        raise CheckpointError(f"{path}: {name!r} is a {type(dataset).__name__}, not a dataset")
     dtype = dataset.dtype
     if dtype.kind not in "fiucb" or dataset.shape is None:
         raise CheckpointError(f"{path}: dataset {name!r} has unsupported type {dtype}")
@@ -35,3 +38,7 @@ def dataset_array(path, dataset, name):
         return dataset[()] if dataset.shape == () else np.asarray(dataset)
     except (OSError, ValueError, TypeError) as e:
         raise CheckpointError(f"{path}: cannot read dataset {name!r}: {e}") from e
+
+
+# What h5py raises on damaged files, beyond OSError.
+H5_ERRORS = (OSError, KeyError, ValueError, RuntimeError, TypeError, IndexError, AttributeError)

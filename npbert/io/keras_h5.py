@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from npbert.io._h5util import dataset_array, open_h5
+from npbert.io._h5util import H5_ERRORS, dataset_array, open_h5
 from npbert.io.errors import CheckpointError
 from npbert.io.names import keras_to_hf
 
@@ -31,6 +31,15 @@ def _text(value):
 def read_keras_h5_raw(path):
     """``{keras_weight_name: array}`` in TF layout, in file order."""
     path = os.fspath(path)
+    try:
+        return _read_keras_h5_raw(path)
+    except CheckpointError:
+        raise
+    except H5_ERRORS as e:
+        raise CheckpointError(f"{path}: damaged HDF5 file: {type(e).__name__}: {e}") from e
+
+
+def _read_keras_h5_raw(path):
     tensors = {}
     with open_h5(path) as f:
         if "layer_names" in f.attrs:

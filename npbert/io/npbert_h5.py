@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from npbert.io._atomic import atomic_path
-from npbert.io._h5util import dataset_array, open_h5
+from npbert.io._h5util import H5_ERRORS, dataset_array, open_h5
 from npbert.io.errors import CheckpointError
 
 FORMAT_VERSION = 1
@@ -27,7 +27,7 @@ def is_npbert_h5(path):
         import h5py
         with h5py.File(path, "r") as f:
             return "npbert_format" in f.attrs
-    except (OSError, ValueError):
+    except H5_ERRORS:
         return False
 
 
@@ -66,8 +66,17 @@ def write_npbert_h5(path, tensors, config_dict, progress=None):
 
 def read_npbert_h5(path):
     """``{name: np.ndarray}`` from an npbert ``.h5`` (memory-mapped)."""
-    import h5py
     path = os.fspath(path)
+    try:
+        return _read_npbert_h5(path)
+    except CheckpointError:
+        raise
+    except H5_ERRORS as e:
+        raise CheckpointError(f"{path}: damaged HDF5 file: {type(e).__name__}: {e}") from e
+
+
+def _read_npbert_h5(path):
+    import h5py
     tensors = {}
     with open_h5(path) as f:
         if "npbert_format" not in f.attrs:
@@ -86,10 +95,13 @@ def read_npbert_h5(path):
 def read_npbert_h5_config(path):
     """The config dict stored in an npbert ``.h5``."""
     path = os.fspath(path)
-    with open_h5(path) as f:
-        if "config" not in f.attrs:
-            raise CheckpointError(f"{path}: no config attribute (not an npbert .h5?)")
-        raw = f.attrs["config"]
+    try:
+        with open_h5(path) as f:
+            if "config" not in f.attrs:
+                raise CheckpointError(f"{path}: no config attribute (not an npbert .h5?)")
+            raw = f.attrs["config"]
+    except H5_ERRORS as e:
+        raise CheckpointError(f"{path}: damaged HDF5 file: {type(e).__name__}: {e}") from e
     try:
         return json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
     except ValueError as e:

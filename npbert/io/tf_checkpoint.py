@@ -152,25 +152,42 @@ def _signed64(v):
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
+def _int_field(fields, number, default=0):
+    """The last value of a varint/fixed field, checked to be an int."""
+    value = fields.get(number, [default])[-1]
+    if not isinstance(value, int):
+        raise _Corrupt(f"protobuf field {number} has the wrong wire type")
+    return value
+
+
+def _message_field(fields, number):
+    """The values of a sub-message field, checked to be bytes."""
+    values = fields.get(number, [])
+    if not all(isinstance(v, bytes) for v in values):
+        raise _Corrupt(f"protobuf field {number} has the wrong wire type")
+    return values
+
+
 def _parse_entry(value):
     """BundleEntryProto -> dict(dtype, shape, shard_id, offset, size, crc32c, sliced)."""
     f = parse_protobuf(value)
     shape = []
-    if 2 in f:
-        shape_proto = parse_protobuf(f[2][-1])
-        if shape_proto.get(3, [0])[-1]:
+    shapes = _message_field(f, 2)
+    if shapes:
+        shape_proto = parse_protobuf(shapes[-1])
+        if _int_field(shape_proto, 3):
             raise _Corrupt("tensor shape has unknown rank")
-        for dim in shape_proto.get(2, []):
-            size = _signed64(parse_protobuf(dim).get(1, [0])[-1])
+        for dim in _message_field(shape_proto, 2):
+            size = _signed64(_int_field(parse_protobuf(dim), 1))
             if size < 0:
                 raise _Corrupt(f"tensor dimension {size} is negative")
             shape.append(size)
     return {
-        "dtype": f.get(1, [0])[-1],
+        "dtype": _int_field(f, 1),
         "shape": tuple(shape),
-        "shard_id": f.get(3, [0])[-1],
-        "offset": _signed64(f.get(4, [0])[-1]),
-        "size": _signed64(f.get(5, [0])[-1]),
+        "shard_id": _int_field(f, 3),
+        "offset": _signed64(_int_field(f, 4)),
+        "size": _signed64(_int_field(f, 5)),
         "crc32c": f.get(6, [None])[-1],
         "sliced": 7 in f,
     }
@@ -279,8 +296,8 @@ def read_tf_checkpoint_raw(path):
         try:
             if key == b"":
                 header = parse_protobuf(value)
-                num_shards = header.get(1, [1])[-1]
-                big_endian = header.get(2, [0])[-1] == 1
+                num_shards = _int_field(header, 1, 1)
+                big_endian = _int_field(header, 2) == 1
                 continue
             name = key.decode("utf-8")
             tensors_meta[name] = _parse_entry(value)

@@ -60,10 +60,12 @@ STORAGE_DTYPES = {
 LEGACY_MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL_VERSION = 1001
 
+# What the stdlib raises on malformed pickles and zips (zipfile raises
+# RuntimeError for an "encrypted" member, e.g. a flipped flag bit).
 _READ_ERRORS = (pickle.UnpicklingError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError,
                 ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
                 struct.error, OSError, zlib.error, NotImplementedError, RecursionError,
-                MemoryError, UnicodeError)
+                MemoryError, UnicodeError, RuntimeError)
 
 
 # --- inert stand-ins for the globals a state dict pickle names ---------------
@@ -233,7 +235,28 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return _StorageRef(key, storage_type, view[2], view=(view[1], view[2]))
 
 
+# Protocol-5 out-of-band buffer opcodes: torch never writes them (it pickles
+# with protocol 2), and CPython's C unpickler mishandles some malformed uses
+# of them (it prints a SystemError while cleaning up), so they are refused.
+_REFUSED_OPCODES = {"BYTEARRAY8", "NEXT_BUFFER", "READONLY_BUFFER"}
+
+
+def _check_opcodes(file, source):
+    """Walk the pickle's opcodes without executing any (pickletools only
+    decodes), refuse the out-of-band buffer ones, and rewind."""
+    import pickletools
+    start = file.tell()
+    try:
+        for opcode, _, position in pickletools.genops(file):
+            if opcode.name in _REFUSED_OPCODES:
+                raise CheckpointError(f"{source}: pickle opcode {opcode.name} at offset "
+                                      f"{position} is not used by torch checkpoints")
+    finally:
+        file.seek(start)
+
+
 def _unpickle(file, source, allow_storages=True):
+    _check_opcodes(file, source)
     unpickler = _RestrictedUnpickler(file, source, allow_storages)
     return unpickler.load(), unpickler.storages
 

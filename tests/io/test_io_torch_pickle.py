@@ -203,7 +203,9 @@ def test_extension_registry_opcodes_go_through_the_allowlist(tmp_path):
     # a non-tensor value
     (b"\x80\x02}X\x01\x00\x00\x00aK\x01s.", "'a' is a int"),
     # truncated pickle
-    (b"\x80\x02}X\x01\x00\x00", "truncated|EOF|Unpickling"),
+    (b"\x80\x02}X\x01\x00\x00", "truncated|EOF|Unpickling|not enough data"),
+    # protocol-5 out-of-band buffers: never in a torch file
+    (b"\x80\x05\x96\x01\x00\x00\x00\x00\x00\x00\x00x\x98.", "BYTEARRAY8"),
 ])
 def test_malformed_pickles(tmp_path, pkl, message):
     path = tmp_path / "m.bin"
