@@ -194,7 +194,7 @@ class BertTokenizer:
         self._special_token_re = re.compile("|".join(re.escape(t) for t in specials))
         # The BasicTokenizer never splits special tokens (transformers passes
         # them as `never_split` when it tokenizes the text between them).
-        self._never_split = set(self.all_special_tokens)
+        self._never_split = self.basic_tokenizer.never_split | set(self.all_special_tokens)
         self._unk_id = self.vocab[str(unk_token)]
         self._word_cache = {}  # raw word -> (tokens, ids, spans relative to the word)
         self._wordpiece_cache = {}  # basic token -> [(piece, start, end), ...]

@@ -1,0 +1,62 @@
+"""Every code point: npbert's character classes against transformers', and the
+facts the single-pass tokenizer relies on."""
+import sys
+import unicodedata
+
+import pytest
+
+from npbert.tokenization.basic import (
+    CJK, PUNCT, REMOVED, SEPARATOR_CHARS, SPACE, char_kind, is_chinese_char, is_control, is_punctuation,
+    is_whitespace, strip_accents,
+)
+
+ALL_CHARS = [chr(cp) for cp in range(sys.maxunicode + 1)]
+
+
+def test_character_classes_equal_transformers():
+    tp = pytest.importorskip("transformers.tokenization_python")
+    from transformers.models.bert.tokenization_bert_legacy import BasicTokenizer
+
+    reference_chinese = BasicTokenizer()._is_chinese_char
+    for ch in ALL_CHARS:
+        assert is_whitespace(ch) == tp._is_whitespace(ch), hex(ord(ch))
+        assert is_control(ch) == tp._is_control(ch), hex(ord(ch))
+        assert is_punctuation(ch) == tp._is_punctuation(ch), hex(ord(ch))
+        assert is_chinese_char(ord(ch)) == reference_chinese(ord(ch)), hex(ord(ch))
+
+
+def test_char_kind():
+    for ch in ALL_CHARS:
+        kind = char_kind(ch)
+        removed = ch == "\x00" or ch == "\ufffd" or is_control(ch)
+        assert (kind == REMOVED) == removed
+        if not removed:
+            assert (kind == SPACE) == ch.isspace()
+            assert (kind == CJK) == (not ch.isspace() and is_chinese_char(ord(ch)))
+            assert (kind == PUNCT) == (not ch.isspace() and not is_chinese_char(ord(ch)) and is_punctuation(ch))
+
+
+def test_separators_are_the_whitespace_that_survives_cleaning():
+    # str.split() splits the cleaned text on these; every other whitespace
+    # character Python knows is a control character that cleaning deletes.
+    survivors = {ch for ch in ALL_CHARS if ch.isspace() and not is_control(ch)}
+    assert survivors == set(SEPARATOR_CHARS)
+    assert {ch for ch in survivors if not is_whitespace(ch)} == {"\u2028", "\u2029"}
+
+
+def test_normalisation_never_creates_whitespace_or_joins_across_it():
+    for ch in ALL_CHARS:
+        if ch.isspace() or is_control(ch):
+            continue
+        for produced in (unicodedata.normalize("NFC", ch), ch.lower(), strip_accents(ch), strip_accents(ch.lower())):
+            assert not any(c.isspace() for c in produced), hex(ord(ch))
+    # whitespace is NFC-inert next to anything, combining marks included
+    for space in SEPARATOR_CHARS:
+        for mark in ["\u0301", "\u0308", "\u093c", "\u3099", "\u1161"]:
+            for text in [space + mark, "e" + space + mark, mark + space]:
+                assert unicodedata.normalize("NFC", text).count(" ") == text.count(" ")
+                assert unicodedata.normalize("NFC", text) == text or space in "\u2000\u2001"
+
+
+def test_only_dotted_capital_i_changes_length_when_lowered():
+    assert [ch for ch in ALL_CHARS if len(ch.lower()) != 1] == ["\u0130"]

@@ -1,0 +1,132 @@
+"""Property tests on arbitrary Unicode: every option combination gives exactly
+transformers' tokens; offsets are ordered, inside the text, and the text under
+each span normalises to its token."""
+import functools
+import itertools
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from npbert.tokenization import BertTokenizer  # noqa: E402
+
+INTERESTING = (
+    list("İıßẞΣσςÅÉéǅǄﬁ") + ["e\u0301", "\u0301", "\u0308", "\u0345", "\u0316", "\u093c", "\u0958"]
+    + ["\x00", "\x07", "\x0b", "\x1c", "\x85", "\x7f", "\u00ad", "\u200b", "\u200d", "\ufeff", "\ufffd"]
+    + [" ", "\t", "\n", "\r", "\u00a0", "\u2000", "\u2028", "\u2029", "\u3000"]
+    + ["中", "文", "\u3400", "\uf900", "\ufa6d", "\U00020000", "\U0002b820", "\U0002f800", "あ", "ア", "한"]
+    + ["\u1100", "\u1161", "\u11a8", "\u0b47", "\u0b3e", "\u1fef", "\u037e", "·", "、", "。", "，"]
+    + ["👍", "\U0001f3fd", "❤", "\ufe0f", "[", "]", "[SEP]", "[CLS]", "[UNK]", "[sep]", "#", "##", "-", "'"]
+    + list("aAbBzZ09.,!?$^`~")
+)
+
+characters = st.one_of(
+    st.characters(),  # any code point but surrogates: every category
+    st.characters(min_codepoint=0, max_codepoint=0x24F),  # ASCII, Latin-1, Latin Extended
+    st.characters(min_codepoint=0x20000, max_codepoint=0x2FA1F),  # CJK extensions, compatibility
+    st.characters(categories=["Mn", "Mc", "Me"]),  # combining marks
+    st.sampled_from(INTERESTING),
+)
+texts = st.one_of(
+    st.lists(characters, max_size=40).map("".join),
+    st.text(st.sampled_from("ab#-"), min_size=90, max_size=140),  # around max_input_chars_per_word
+    st.lists(st.sampled_from(["hello", "Hello", "HELLO", "hello,", "[foo]", "ǅ", "unaffable", " ", "İ", "e\u0301"]),
+             max_size=12).map("".join),
+)
+
+NEVER_SPLIT = ["Hello", "[foo]", "hello", "ǅ"]
+OPTIONS = [
+    dict(do_lower_case=lower, strip_accents=strip, tokenize_chinese_chars=chinese, never_split=never)
+    for lower, strip, chinese, never in itertools.product([True, False], [None, True, False], [True, False],
+                                                           [None, NEVER_SPLIT])
+]
+OPTION_IDS = list(range(len(OPTIONS)))
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module")
+def tokenizers(minilm_dir, reference_class):
+    @functools.lru_cache(maxsize=None)
+    def make(index):
+        options = OPTIONS[index]
+        return (
+            BertTokenizer.from_pretrained(minilm_dir, **options),
+            reference_class.from_pretrained(minilm_dir, **options),
+        )
+
+    return make
+
+
+@SETTINGS
+@given(text=texts, option=st.sampled_from(OPTION_IDS))
+def test_tokens_equal_reference(tokenizers, text, option):
+    ours, theirs = tokenizers(option)
+    assert ours.tokenize(text) == theirs.tokenize(text)
+    assert ours.basic_tokenizer.tokenize(text) == theirs.basic_tokenizer.tokenize(text)
+
+
+@SETTINGS
+@given(first=texts, second=texts, option=st.sampled_from(OPTION_IDS), max_length=st.integers(3, 20))
+def test_call_equals_reference(tokenizers, first, second, option, max_length):
+    ours, theirs = tokenizers(option)
+    kwargs = dict(return_token_type_ids=True, return_special_tokens_mask=True)
+    assert dict(ours(first, second, **kwargs)) == dict(theirs(first, second, **kwargs))
+    kwargs.update(truncation="longest_first", max_length=max_length, padding="max_length")
+    assert dict(ours([first, second], **kwargs)) == dict(theirs([first, second], **kwargs))
+    ids = ours.encode(first)
+    assert ours.decode(ids) == theirs.decode(ids)
+    assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
+
+
+def _fold_final_sigma(text):
+    # lower() picks σ or ς from the context of the whole word; a piece of the
+    # word seen alone may get the other one.
+    return text.replace("ς", "σ")
+
+
+@SETTINGS
+@given(text=texts, option=st.sampled_from(OPTION_IDS))
+def test_offsets_are_spans_of_the_tokens(tokenizers, text, option):
+    ours, _ = tokenizers(option)
+    tokens = ours.tokenize(text)
+    encoding = ours(text, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = encoding["offset_mapping"]
+    assert encoding["input_ids"] == ours.convert_tokens_to_ids(tokens)
+    assert len(offsets) == len(tokens)
+    for (s, e) in offsets:
+        assert 0 <= s < e <= len(text)
+    assert [s for s, _ in offsets] == sorted(s for s, _ in offsets)  # starts non-decreasing
+    assert [e for _, e in offsets] == sorted(e for _, e in offsets)  # ends non-decreasing
+
+    specials = set(ours.all_special_tokens)
+    never_split = specials | ours.basic_tokenizer.never_split
+    for i, (token, (s, e)) in enumerate(zip(tokens, offsets)):
+        overlaps = (i > 0 and offsets[i - 1][1] > s) or (i + 1 < len(offsets) and offsets[i + 1][0] < e)
+        if overlaps or token == ours.unk_token:
+            continue  # pieces of one character (e.g. "İ" -> "i" "##\u0307"), or a whole unknown word
+        under = text[s:e]
+        if token in specials and under == token:
+            continue
+        normalised = "".join(ours.basic_tokenizer.tokenize(under, never_split=never_split))
+        piece = token[2:] if token.startswith("##") else token
+        assert _fold_final_sigma(normalised) == _fold_final_sigma(piece), (token, under)
+
+
+@SETTINGS
+@given(first=texts, second=texts, max_length=st.integers(3, 20))
+def test_offsets_follow_truncation_and_padding(tokenizers, first, second, max_length):
+    ours, _ = tokenizers(0)
+    single = ours(first, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    for kwargs in [dict(), dict(truncation="only_second", max_length=max_length, padding="max_length"),
+                   dict(padding="max_length", max_length=max_length, padding_side="left")]:
+        try:
+            encoding = ours(first, second, return_offsets_mapping=True, return_special_tokens_mask=True, **kwargs)
+        except ValueError:
+            continue  # the first text alone is longer than max_length
+        offsets, mask = encoding["offset_mapping"], encoding["special_tokens_mask"]
+        assert len(offsets) == len(encoding["input_ids"])
+        assert all(offsets[i] == (0, 0) for i in range(len(mask)) if mask[i] == 1)  # [CLS] [SEP] [PAD]
+        real = [o for o, m in zip(offsets, mask) if m == 0]
+        assert real[: len(single)] == single  # the first text comes first, never truncated here
