@@ -206,9 +206,12 @@ def test_dropout_backward_matches_finite_differences_with_fixed_masks():
     ids, types, mask = random_batch(m.config, 2, 4, seed=27)
     ids[mask == 0] = 1
     rng = np.random.default_rng(27)
-    up = {"last_hidden_state": rng.standard_normal((2, 4, 8)), "pooler_output": rng.standard_normal((2, 8))}
-    results = check_model(m, dict(input_ids=ids, token_type_ids=types, attention_mask=mask), up,
-                          max_entries=12, **FD)
+    up = {"last_hidden_state": rng.standard_normal((2, 4, 8)), "pooler_output": rng.standard_normal((2, 8)),
+          "attentions": [rng.standard_normal((2, 2, 4, 4)) for _ in range(2)],      # the dropped-out probs
+          "hidden_states": [None, rng.standard_normal((2, 4, 8)), None]}
+    inputs = dict(input_ids=ids, token_type_ids=types, attention_mask=mask, head_mask=np.array([0.5, 1.0]),
+                  output_attentions=True, output_hidden_states=True)
+    results = check_model(m, inputs, up, max_entries=12, **FD)
     assert_model_results(results)
 
 
