@@ -7,6 +7,12 @@ order eps / h = 1e-16 / 1e-6 = 1e-10 (relative to the size of the function), so
 float64 results agree with a correct analytic gradient to about 1e-8 or better;
 in float32 (eps = 1.2e-7) the same difference would be pure noise.
 
+rel_error is a max over entries, so it is set by the smallest gradient entries: an
+entry of 1e-4 needs an absolute error below 1e-11 to pass 1e-7.  Through a deep
+composition (a whole BERT layer) the 2-point difference cannot give that at any h;
+`order=4` (the five-point stencil) with h ~ 1e-3 can: truncation ~h^4 f^(5), round-off
+~eps |f| / h, both ~1e-12.
+
     numerical_gradient(f, x)              d f(x) / dx for a scalar f, every entry of x
     numerical_gradient_array(f, x, dout)  d sum(f(x) * dout) / dx for an array-valued f
     rel_error(x, y)                       max(|x - y| / max(1e-8, |x| + |y|))
@@ -63,13 +69,15 @@ def _entries(f, x, indices, h, order=2):
     for n, ix in enumerate(indices):
         old = x[ix]
         total = 0.0
-        for k, c in stencil.items():
-            x[ix] = old + k * h
-            f_plus = float(f(x))
-            x[ix] = old - k * h
-            f_minus = float(f(x))
-            total += c * (f_plus - f_minus)
-        x[ix] = old
+        try:
+            for k, c in stencil.items():
+                x[ix] = old + k * h
+                f_plus = float(f(x))
+                x[ix] = old - k * h
+                f_minus = float(f(x))
+                total += c * (f_plus - f_minus)
+        finally:
+            x[ix] = old                               # restored even if f raises
         out[n] = total / h
     return out
 
@@ -85,9 +93,9 @@ def numerical_gradient(f, x, h=1e-6, order=2):
 
         df/dx_i ~ (f(x - 2h e_i) - 8 f(x - h e_i) + 8 f(x + h e_i) - f(x + 2h e_i)) / (12 h)
 
-    (error O(h^4), 4 * x.size calls): with h = 1e-4 its truncation error is ~1e-16 and its
-    round-off ~eps / h = 1e-12, which checks gradients through deep compositions (a whole
-    BERT layer) where the 2-point difference's O(h^2) term is visible.
+    (error O(h^4), 4 * x.size calls): with h = 1e-3 its truncation error is ~1e-12 |f^(5)| and
+    its round-off ~eps |f| / h ~ 1e-13 |f|, which checks gradients through deep compositions (a
+    whole BERT layer) where the 2-point difference's O(h^2) term is visible.
     Returns a float64 array shaped like x.
     """
     indices = list(np.ndindex(*x.shape))
