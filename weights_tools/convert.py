@@ -28,7 +28,6 @@ import argparse
 import json
 import time
 
-import numpy as np  # noqa: E402
 
 from npbert import io  # noqa: E402
 from npbert.io.names import fix_legacy_name  # noqa: E402

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from npbert.io import match_state_dict
-from npbert.io.names import google_to_hf, keras_to_hf
+from npbert.io.names import google_to_hf
 
 from iohelpers import expected_shapes, tiny_hf_model, torch_state_dict_numpy
 

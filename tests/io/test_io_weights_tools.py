@@ -17,8 +17,12 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 GOOGLE = os.path.join(FIXTURES, "google")
 KERAS = os.path.join(FIXTURES, "tf_model_h5")
 
-convert = pytest.importorskip("weights_tools.convert")
-inspect_tool = pytest.importorskip("weights_tools.inspect")
+# weights_tools lives beside npbert/ but is not an installed package: import
+# it from the repository root whether pytest runs as `pytest` or `python -m pytest`.
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+from weights_tools import convert  # noqa: E402
+from weights_tools import inspect as inspect_tool  # noqa: E402
 
 
 def run(module_or_script, *args):
