@@ -56,7 +56,7 @@ class BertSelfAttention(Module):
         scores *= scores.dtype.type(self.scaling)
         if attention_mask is not None:
             scores += attention_mask
-        probs, cache["softmax"] = softmax_forward(scores)                         # (B, N, F, T)
+        probs, cache["softmax"] = softmax_forward(scores, out=scores)             # (B, N, F, T), in place
         probs, cache["dropout"] = dropout_forward(probs, self.config.attention_probs_dropout_prob,
                                                   self.state.rng, self.training)
         if head_mask is not None:

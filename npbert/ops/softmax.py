@@ -5,9 +5,12 @@
 import numpy as np
 
 
-def softmax_forward(x):
-    """(..., T) -> (..., T), rows sum to 1.  The cache is the output itself."""
-    y = x - x.max(axis=-1, keepdims=True)                 # (..., T), largest entry 0: no overflow
+def softmax_forward(x, out=None):
+    """(..., T) -> (..., T), rows sum to 1.  The cache is the output itself.
+
+    `out=x` computes in place, for a caller that owns `x` and no longer needs it (attention's
+    scores); otherwise a new array is returned and `x` is left alone."""
+    y = np.subtract(x, x.max(axis=-1, keepdims=True), out=out)   # (..., T), largest entry 0: no overflow
     np.exp(y, out=y)
     y /= y.sum(axis=-1, keepdims=True)
     return y, y
