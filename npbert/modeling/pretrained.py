@@ -250,7 +250,9 @@ class BertPreTrainedModel(Module):
         os.makedirs(directory, exist_ok=True)
         config = self.config.to_dict()
         config["architectures"] = [type(self).__name__]
-        tensors = {k: np.ascontiguousarray(v) for k, v in self.state_dict().items()}
+        # One copy per parameter: a tied weight is saved under its own name only, as
+        # transformers' save_pretrained does; loading re-ties it.
+        tensors = {k: np.ascontiguousarray(v) for k, v in self.state.params.items()}
         if format == "safetensors":
             io.write_safetensors(os.path.join(directory, "model.safetensors"), tensors, {"format": "pt"})
         elif format == "h5":
