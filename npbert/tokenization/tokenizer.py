@@ -190,8 +190,9 @@ class BertTokenizer:
 
         # The text is first cut at special tokens written in it: longest first,
         # matched on the raw text (transformers' added-tokens trie does the same).
-        specials = sorted(self.all_special_tokens, key=len, reverse=True)
+        specials = sorted((t for t in self.all_special_tokens if t), key=len, reverse=True)
         self._special_token_re = re.compile("|".join(re.escape(t) for t in specials))
+        self._special_first_chars = {t[0] for t in specials}
         # The BasicTokenizer never splits special tokens (transformers passes
         # them as `never_split` when it tokenizes the text between them).
         self._never_split = self.basic_tokenizer.never_split | set(self.all_special_tokens)
@@ -299,8 +300,8 @@ class BertTokenizer:
 
     def _segments(self, text):
         """Cut `text` at special tokens: [(start, end, special_token_or_None), ...]."""
-        if "[" not in text and self._special_token_re.pattern.startswith("\\["):
-            return [(0, len(text), None)]  # the usual BERT specials all start with "["
+        if not any(ch in text for ch in self._special_first_chars):
+            return [(0, len(text), None)]  # BERT's usual special tokens all start with "["
         segments, start = [], 0
         for m in self._special_token_re.finditer(text):
             if start < m.start():
@@ -506,6 +507,8 @@ class BertTokenizer:
         padding_strategy, truncation_strategy, max_length = self._get_padding_truncation_strategies(
             padding, truncation, max_length, pad_to_multiple_of, verbose
         )
+        if return_attention_mask is None:
+            return_attention_mask = "attention_mask" in self.model_input_names
         options = dict(
             add_special_tokens=add_special_tokens,
             truncation_strategy=truncation_strategy,
@@ -529,8 +532,7 @@ class BertTokenizer:
             if text_pair is not None and _is_batch(text_pair):
                 raise ValueError("`text` is a single text but `text_pair` is a batch.")
             encoded = self._encode_one(text, text_pair, return_tensors=return_tensors, **options)
-            if padding_strategy != "do_not_pad" or return_attention_mask is not False:
-                # (transformers: return_attention_mask=None means "as model_input_names")
+            if padding_strategy != "do_not_pad" or return_attention_mask:
                 self._pad_single(encoded, **pad_options)
             if return_length:
                 encoded["length"] = len(encoded["input_ids"])
@@ -555,21 +557,14 @@ class BertTokenizer:
                 row["length"] = len(row["input_ids"])
             rows.append(row)
 
-        batch = {}
-        for row in rows:
-            for key in row:
-                batch.setdefault(key, [])
-        for key in ("overflowing_tokens", "num_truncated_tokens"):
-            if key in batch:
-                if return_tensors:
-                    del batch[key]  # transformers' Python tokenizer drops them for tensors
-                else:
-                    # transformers fails (an AssertionError) when only some rows
-                    # overflow; npbert gives those rows [] and 0.
-                    batch[key] = [row.get(key, [] if key == "overflowing_tokens" else 0) for row in rows]
-        for key in batch:
-            if key not in ("overflowing_tokens", "num_truncated_tokens"):
-                batch[key] = [row[key] for row in rows]
+        overflow_keys = ("overflowing_tokens", "num_truncated_tokens")
+        batch = {key: [row[key] for row in rows] for key in rows[0] if key not in overflow_keys}
+        if any("overflowing_tokens" in row for row in rows) and not return_tensors:
+            # (transformers' Python tokenizer drops these with tensors, and
+            # fails with an AssertionError when only some rows overflow: npbert
+            # gives the others [] and 0.)
+            batch["overflowing_tokens"] = [row.get("overflowing_tokens", []) for row in rows]
+            batch["num_truncated_tokens"] = [row.get("num_truncated_tokens", 0) for row in rows]
         batch = self._pad_batch(batch, **pad_options)
         return self._to_batch_encoding(batch, return_tensors, batch_axis=False)
 
@@ -737,8 +732,6 @@ class BertTokenizer:
 
     def _pad_one(self, encoded, padding_strategy, max_length, pad_to_multiple_of, padding_side, return_attention_mask):
         """Pad one encoded sequence in place (transformers' `_pad`)."""
-        if return_attention_mask is None:
-            return_attention_mask = "attention_mask" in self.model_input_names
         length = len(encoded["input_ids"])
         if padding_strategy == "longest":
             max_length = length
@@ -767,9 +760,7 @@ class BertTokenizer:
                     return_attention_mask):
         """transformers' `pad` on one encoding: an empty one is left unpadded."""
         if not encoded["input_ids"]:
-            if return_attention_mask or (
-                return_attention_mask is None and "attention_mask" in self.model_input_names
-            ):
+            if return_attention_mask:
                 encoded["attention_mask"] = []
             return encoded
         return self._pad_one(encoded, padding_strategy, max_length, pad_to_multiple_of, padding_side,

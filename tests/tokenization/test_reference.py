@@ -311,3 +311,17 @@ def test_pad_to_multiple_of_must_divide_truncation_length(pair):
         theirs("hello", **kwargs)
     with pytest.raises(ValueError, match="multiple of pad_to_multiple_of"):
         ours("hello", **kwargs)
+
+
+def test_additional_special_tokens(minilm_dir, reference_class):
+    extra = ["[unused1]", "hello", "##ing"]  # all in the vocab
+    ours = BertTokenizer.from_pretrained(minilm_dir, additional_special_tokens=extra)
+    theirs = reference_class.from_pretrained(minilm_dir, additional_special_tokens=extra)
+    assert ours.all_special_tokens == theirs.all_special_tokens
+    for text in ["say [unused1] hello world!", "x[unused1]y", "HELLO hello helloworld", "[unused12]", "sing##ing"]:
+        assert ours.tokenize(text) == theirs.tokenize(text)
+        assert ours.encode(text) == theirs.encode(text)
+        ids = ours.encode(text)
+        assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
+        assert ours.get_special_tokens_mask(ids, already_has_special_tokens=True) == theirs.get_special_tokens_mask(
+            ids, already_has_special_tokens=True)
