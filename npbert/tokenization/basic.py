@@ -201,6 +201,8 @@ def strip_accents_aligned(text, spans):
     if text.isascii():
         return text, spans
     new = strip_accents(text)
+    if new == text:
+        return text, spans
     # Per character, NFD + dropping Mn keeps the same characters as on the
     # whole word; only canonical reordering of kept non-starters can differ.
     return new, _realign(text, spans, new, _char_units(text), strip_accents, False)
@@ -294,7 +296,9 @@ class BasicTokenizer:
             if word in never_split or not self.do_split_on_punc:
                 tokens.append((word, offset))
             else:
-                tokens += [(piece.group(), offset + piece.start()) for piece in _ASCII_PIECE.finditer(word)]
+                for piece in _ASCII_PIECE.findall(word):  # the pieces tile the word
+                    tokens.append((piece, offset))
+                    offset += len(piece)
         return tokens
 
     @staticmethod

@@ -768,6 +768,10 @@ class BertTokenizer:
 
     def _pad_batch(self, batch, padding_strategy, max_length, pad_to_multiple_of, padding_side, return_attention_mask):
         """Pad every row to the same length (transformers' `pad` on a batch)."""
+        if padding_strategy == "do_not_pad":  # only the attention masks to add
+            if return_attention_mask:
+                batch["attention_mask"] = [[1] * len(ids) for ids in batch["input_ids"]]
+            return batch
         if padding_strategy == "longest":
             max_length = max(len(ids) for ids in batch["input_ids"])
             padding_strategy = "max_length"
