@@ -29,11 +29,10 @@ it, states its error and derives the GELU backward.
 """
 
 import math
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from npbert.ops.parallel import get_num_threads, parallel_for, set_num_threads  # noqa: F401 (re-exported)
 
 __all__ = [
     "ACT2FN",
@@ -181,33 +180,6 @@ _TWO32 = np.array(2.0, _f32)
 _MINUS_HALF32 = np.array(-0.5, _f32)
 _LOG_INV_SQRT_2PI32 = np.array(math.log(_INV_SQRT_2PI), _f32)
 
-_num_threads = None                           # None: not read from the environment yet
-_pool = None
-_pool_lock = threading.Lock()
-
-
-def set_num_threads(n):
-    """Threads used by the float32 GELU (default: NPBERT_NUM_THREADS, else min(cpu_count, 8))."""
-    global _num_threads, _pool
-    n = int(n)
-    if n < 1:
-        raise ValueError(f"number of threads must be >= 1, got {n}")
-    with _pool_lock:
-        if _pool is not None and n != _num_threads:
-            _pool.shutdown(wait=True)
-            _pool = None
-        _num_threads = n
-
-
-def get_num_threads():
-    """The number of threads the float32 GELU uses."""
-    global _num_threads
-    if _num_threads is None:
-        env = os.environ.get("NPBERT_NUM_THREADS")
-        _num_threads = max(1, int(env)) if env else max(1, min(os.cpu_count() or 1, 8))
-    return _num_threads
-
-
 def _run_chunked(kernel, n_scratch, out, *inputs):
     """Apply kernel(*input_chunks, out_chunk, *scratch) over a fixed grid of chunks.
 
@@ -217,7 +189,6 @@ def _run_chunked(kernel, n_scratch, out, *inputs):
     """
     n = out.size
     n_chunks = -(-n // _CHUNK)
-    n_threads = min(get_num_threads(), n_chunks)
 
     def work(first, last):                    # chunks [first, last)
         scratch = [np.empty(_CHUNK, _f32) for _ in range(n_scratch)]
@@ -227,20 +198,7 @@ def _run_chunked(kernel, n_scratch, out, *inputs):
             kernel(*(a[lo:hi] for a in inputs), out[lo:hi], *(b[:m] for b in scratch))
 
     with np.errstate(over="ignore", invalid="ignore"):
-        if n_threads <= 1:
-            work(0, n_chunks)
-            return out
-        global _pool
-        with _pool_lock:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(get_num_threads(), thread_name_prefix="npbert-act")
-            pool = _pool
-        bounds = [n_chunks * i // n_threads for i in range(n_threads + 1)]
-        futures = [pool.submit(_with_errstate, work, bounds[i], bounds[i + 1])
-                   for i in range(1, n_threads)]
-        work(bounds[0], bounds[1])            # this thread takes the first run
-        for f in futures:
-            f.result()
+        parallel_for(work, n_chunks, wrap=_with_errstate)
     return out
 
 

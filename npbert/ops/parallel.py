@@ -1,0 +1,121 @@
+"""Threads for the work NumPy does on one core: element-wise passes and many small GEMMs.
+
+NumPy's ufuncs and matmul release the GIL, so splitting an array over a few Python threads
+runs them in parallel, as torch's intra-op threads do.  Splits always fall on the same
+boundaries for a given size, and each piece is computed exactly as it would be alone, so
+results do not depend on the thread count.
+
+Threads: NPBERT_NUM_THREADS, else min(cpu_count, 8); `set_num_threads(n)` changes it.
+"""
+import contextlib
+import ctypes
+import os
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+_num_threads = None                    # None: not read from the environment yet
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def set_num_threads(n):
+    """Threads npbert's own parallel loops use (BLAS keeps its own setting)."""
+    global _num_threads, _pool
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"number of threads must be >= 1, got {n}")
+    with _pool_lock:
+        if _pool is not None and n != _num_threads:
+            _pool.shutdown(wait=True)
+            _pool = None
+        _num_threads = n
+
+
+def get_num_threads():
+    global _num_threads
+    if _num_threads is None:
+        env = os.environ.get("NPBERT_NUM_THREADS")
+        _num_threads = max(1, int(env)) if env else max(1, min(os.cpu_count() or 1, 8))
+    return _num_threads
+
+
+def _get_pool():
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(get_num_threads(), thread_name_prefix="npbert")
+        return _pool
+
+
+def parallel_for(work, n, wrap=None):
+    """Run work(start, stop) over [0, n) split into up to get_num_threads() contiguous runs;
+    the calling thread takes the first run.  `wrap(fn, *args)`, if given, runs each piece
+    in the worker threads (for per-thread state such as np.errstate)."""
+    n_threads = min(get_num_threads(), n)
+    if n_threads <= 1:
+        work(0, n)
+        return
+    bounds = [n * i // n_threads for i in range(n_threads + 1)]
+    pool = _get_pool()
+    if wrap is None:
+        futures = [pool.submit(work, bounds[i], bounds[i + 1]) for i in range(1, n_threads)]
+    else:
+        futures = [pool.submit(wrap, work, bounds[i], bounds[i + 1]) for i in range(1, n_threads)]
+    work(bounds[0], bounds[1])
+    for f in futures:
+        f.result()
+
+
+# ---- OpenBLAS's own thread count -------------------------------------------------------------
+# Small GEMMs (attention's 128 x 64 x 128 per head) run slower on two OpenBLAS threads than
+# on one; npbert runs them on one BLAS thread each, in its own threads.
+
+def _find_openblas_setter():
+    try:
+        with open("/proc/self/maps") as f:
+            paths = set(re.findall(r"\S*openblas\S*\.so\S*", f.read()))
+    except OSError:
+        return None, None
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for suffix in ("", "64_"):
+            for prefix in ("scipy_openblas_", "openblas_"):
+                setter = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
+                getter = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+                if setter is not None and getter is not None:
+                    setter.argtypes, setter.restype, getter.restype = [ctypes.c_int], None, ctypes.c_int
+                    return setter, getter
+    return None, None
+
+
+_blas = None
+
+
+@contextlib.contextmanager
+def single_threaded_blas():
+    """Within the block, OpenBLAS computes each GEMM on the calling thread alone.
+    Without an OpenBLAS whose thread count can be set, a no-op."""
+    global _blas
+    if _blas is None:
+        _blas = _find_openblas_setter()
+    setter, getter = _blas
+    if setter is None:
+        yield
+        return
+    before = getter()
+    setter(1)
+    try:
+        yield
+    finally:
+        setter(before)
+
+
+def over_batch(work, batch_size):
+    """work(a, b) for batch rows [a, b) split over npbert's threads, one BLAS thread each:
+    for many small GEMMs (attention's per-head products) this beats BLAS's own threads."""
+    with single_threaded_blas():
+        parallel_for(work, batch_size)
