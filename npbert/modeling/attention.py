@@ -18,6 +18,7 @@ class BertSelfAttention(Module):
     """Scaled dot-product attention over N heads.
 
         Q, K, V = x Wq^T + bq, x Wk^T + bk, x Wv^T + bv             (B, T, H) -> (B, N, T, D)
+                  (computed as one GEMM with the three weights stacked)
         probs   = dropout(softmax(Q K^T / sqrt(D) + mask)) * head_mask  (B, N, F, T)
         context = probs V                                          (B, N, F, D) -> (B, F, H)
     """
@@ -51,9 +52,13 @@ class BertSelfAttention(Module):
         The per-head products run batch row by batch row on npbert's threads (`over_batch`):
         the same numbers as one batched matmul, faster than BLAS threads on such small GEMMs."""
         cache = {}
-        q, cache["query"] = linear_forward(hidden_states, self.p("query.weight"), self.p("query.bias"))
-        k, cache["key"] = linear_forward(hidden_states, self.p("key.weight"), self.p("key.bias"))
-        v, cache["value"] = linear_forward(hidden_states, self.p("value.weight"), self.p("value.bias"))
+        # Q, K and V are three nn.Linear layers (query, key, value); they read the same x, so
+        # they run as one GEMM with the three weights stacked: [Wq; Wk; Wv] is (3H, H).
+        H = self.config.hidden_size
+        qkv_weight = np.concatenate([self.p("query.weight"), self.p("key.weight"), self.p("value.weight")])
+        qkv_bias = np.concatenate([self.p("query.bias"), self.p("key.bias"), self.p("value.bias")])
+        qkv, cache["qkv"] = linear_forward(hidden_states, qkv_weight, qkv_bias)   # (B, T, 3H)
+        q, k, v = qkv[..., :H], qkv[..., H:2 * H], qkv[..., 2 * H:]              # (B, T, H) views
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)   # (B, N, T, D) each
         B, N, T, D = q.shape
         scale = q.dtype.type(self.scaling)
@@ -88,10 +93,11 @@ class BertSelfAttention(Module):
         q, k, v, probs = cache["q"], cache["k"], cache["v"], cache["probs"]
         B, N, T, D = q.shape
         scale = q.dtype.type(self.scaling)
+        H = self.config.hidden_size
         dctx = self.split_heads(dcontext)                                         # (B, N, F, D)
         dprobs_total = np.empty_like(probs)                                       # (B, N, F, T)
-        dv = np.empty_like(dcontext)                                              # (B, T, H)
-        dv_heads = self.split_heads(dv)                                           # (B, N, T, D), a view
+        dqkv = np.empty((*dcontext.shape[:2], 3 * H), dtype=dcontext.dtype)       # (B, T, 3H)
+        dq_heads, dk_heads, dv_heads = (self.split_heads(dqkv[..., i * H:(i + 1) * H]) for i in range(3))
 
         def through_weighted_values(a, b):
             # in the forward: context = probs @ v
@@ -104,8 +110,6 @@ class BertSelfAttention(Module):
         if cache["head_mask"] is not None:
             dprobs_total *= cache["head_mask"][None, :, None, None]
         dprobs_total = dropout_backward(dprobs_total, cache["dropout"])
-        dq, dk = np.empty_like(dcontext), np.empty_like(dcontext)                 # (B, T, H) each
-        dq_heads, dk_heads = self.split_heads(dq), self.split_heads(dk)           # (B, N, T, D) views
 
         def through_softmax_and_scores(a, b):
             dscores = softmax_backward(dprobs_total[a:b], cache["softmax"][a:b])  # (b-a, N, F, T)
@@ -115,15 +119,13 @@ class BertSelfAttention(Module):
             np.matmul(dscores.transpose(0, 1, 3, 2), q[a:b], out=dk_heads[a:b])   # (b-a, N, T, D)
         over_batch(through_softmax_and_scores, B)
 
+        # in the forward: [Q K V] = x [Wq; Wk; Wv]^T + [bq bk bv]; x fed all three, and the one
+        # GEMM dx = [dQ dK dV] [Wq; Wk; Wv] adds up their three contributions.
+        dx, g = linear_backward(dqkv, cache["qkv"])                               # (B, T, H)
         grads = {}
-        dx, g = linear_backward(dq, cache["query"])
-        grads.update(self.prefixed("query", g))
-        dx_k, g = linear_backward(dk, cache["key"])
-        grads.update(self.prefixed("key", g))
-        dx += dx_k
-        dx_v, g = linear_backward(dv, cache["value"])
-        grads.update(self.prefixed("value", g))
-        dx += dx_v                                                                # x fed Q, K and V
+        for i, name in enumerate(("query", "key", "value")):
+            grads[f"{self.prefix}{name}.weight"] = g["weight"][i * H:(i + 1) * H]   # (H, H)
+            grads[f"{self.prefix}{name}.bias"] = g["bias"][i * H:(i + 1) * H]       # (H,)
         return dx, grads
 
 
