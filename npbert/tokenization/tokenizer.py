@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import re
-import unicodedata
 import warnings
 
 import numpy as np
@@ -643,10 +642,10 @@ class BertTokenizer:
                     f"max_length={max_length} cannot hold the {num_special} special tokens "
                     f"({'[CLS] A [SEP] B [SEP]' if pair else '[CLS] A [SEP]'}); use max_length >= {num_special}."
                 )
-            keep, keep_pair, overflowing = self._truncation_plan(
+            keep, keep_pair, (overflow, overflow_pair) = self._truncation_plan(
                 len(ids), len(pair_ids) if pair else None, total_len - max_length, truncation_strategy, stride
             )
-            overflowing = [ids[i] for i in overflowing[0]] + ([pair_ids[i] for i in overflowing[1]] if pair else [])
+            overflowing = [ids[i] for i in overflow] + ([pair_ids[i] for i in overflow_pair] if pair else [])
             ids = ids[keep]
             offsets = offsets[keep] if offsets is not None else None
             if pair:

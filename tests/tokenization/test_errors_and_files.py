@@ -1,6 +1,5 @@
 """Clear errors for bad vocabularies and bad input; from_pretrained / save_pretrained."""
 import json
-import os
 
 import numpy as np
 import pytest
