@@ -33,6 +33,12 @@ class BertSelfAttention(Module):
         self.add_linear("key", H, H)
         self.add_linear("value", H, H)
 
+    def stacked_qkv(self):
+        """[Wq; Wk; Wv] (3H, H) and [bq, bk, bv] (3H,): the three projections as one nn.Linear."""
+        names = ("query", "key", "value")
+        return (np.concatenate([self.p(f"{n}.weight") for n in names]),
+                np.concatenate([self.p(f"{n}.bias") for n in names]))
+
     def split_heads(self, x):
         """(B, T, H) -> (B, N, T, D), a view."""
         B, T, _ = x.shape
@@ -55,9 +61,9 @@ class BertSelfAttention(Module):
         # Q, K and V are three nn.Linear layers (query, key, value); they read the same x, so
         # they run as one GEMM with the three weights stacked: [Wq; Wk; Wv] is (3H, H).
         H = self.config.hidden_size
-        qkv_weight = np.concatenate([self.p("query.weight"), self.p("key.weight"), self.p("value.weight")])
-        qkv_bias = np.concatenate([self.p("query.bias"), self.p("key.bias"), self.p("value.bias")])
-        qkv, cache["qkv"] = linear_forward(hidden_states, qkv_weight, qkv_bias)   # (B, T, 3H)
+        qkv_weight, qkv_bias = self.stacked_qkv()                                 # (3H, H), (3H,)
+        qkv, _ = linear_forward(hidden_states, qkv_weight, qkv_bias)              # (B, T, 3H)
+        cache["x"] = hidden_states      # the backward rebuilds the stacked weight rather than keep it
         q, k, v = qkv[..., :H], qkv[..., H:2 * H], qkv[..., 2 * H:]              # (B, T, H) views
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)   # (B, N, T, D) each
         B, N, T, D = q.shape
@@ -121,11 +127,13 @@ class BertSelfAttention(Module):
 
         # in the forward: [Q K V] = x [Wq; Wk; Wv]^T + [bq bk bv]; x fed all three, and the one
         # GEMM dx = [dQ dK dV] [Wq; Wk; Wv] adds up their three contributions.
-        dx, g = linear_backward(dqkv, cache["qkv"])                               # (B, T, H)
+        qkv_weight, _ = self.stacked_qkv()
+        dx, g = linear_backward(dqkv, (cache["x"], qkv_weight, True))              # (B, T, H)
         grads = {}
         for i, name in enumerate(("query", "key", "value")):
             grads[f"{self.prefix}{name}.weight"] = g["weight"][i * H:(i + 1) * H]   # (H, H)
             grads[f"{self.prefix}{name}.bias"] = g["bias"][i * H:(i + 1) * H]       # (H,)
+        self.release(cache)
         return dx, grads
 
 
@@ -155,6 +163,7 @@ class BertSelfOutput(Module):
         dh = dropout_backward(dsum, cache["dropout"])
         dx, g = linear_backward(dh, cache["dense"])
         grads.update(self.prefixed("dense", g))
+        self.release(cache)
         return dx, dsum, grads
 
 

@@ -55,4 +55,5 @@ class BertEmbeddings(Module):
             grads[self.prefix + "word_embeddings.weight"] = embedding_backward(de, cache["word"], self.config.pad_token_id)
         grads[self.prefix + "position_embeddings.weight"] = embedding_backward(de, cache["pos"])
         grads[self.prefix + "token_type_embeddings.weight"] = embedding_backward(de, cache["type"])
+        self.release(cache)
         return de, grads

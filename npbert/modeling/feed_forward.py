@@ -18,14 +18,15 @@ class BertIntermediate(Module):
         self.act_forward, self.act_backward = get_activation(self.config.hidden_act)
 
     def forward(self, hidden_states):
-        h, dense_cache = linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, I)
-        out, act_cache = self.act_forward(h)                                                          # (B, T, I)
-        return out, (dense_cache, act_cache)
+        cache = {}
+        h, cache["dense"] = linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, I)
+        out, cache["act"] = self.act_forward(h)                                                          # (B, T, I)
+        return out, cache
 
     def backward(self, dout, cache):
-        dense_cache, act_cache = cache
-        dh = self.act_backward(dout, act_cache)                                   # (B, T, I)
-        dx, g = linear_backward(dh, dense_cache)                                  # (B, T, H)
+        dh = self.act_backward(dout, cache["act"])                                # (B, T, I)
+        dx, g = linear_backward(dh, cache["dense"])                               # (B, T, H)
+        self.release(cache)
         return dx, self.prefixed("dense", g)
 
 

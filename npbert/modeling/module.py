@@ -62,3 +62,10 @@ class Module:
     @property
     def training(self):
         return self.state.training
+
+    def release(self, cache):
+        """End of this module's backward: during a backward that frees activations as it goes
+        (not retain_graph), empty the cache dict so its arrays are freed now, as torch frees
+        each saved tensor once its node has run, not when the whole layer is done."""
+        if self.state.release_caches:
+            cache.clear()
