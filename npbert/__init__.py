@@ -6,13 +6,14 @@ Python BertTokenizer, checkpoints in and out with no framework.  Names follow tr
 from npbert.config import BertConfig
 from npbert.modeling import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction,
                              BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
-                             BertForTokenClassification, BertLMHeadModel, BertModel, BertPreTrainedModel)
+                             BertForTokenClassification, BertLMHeadModel, BertModel, BertPreTrainedModel,
+                             no_grad)
 from npbert.tokenization import BertTokenizer
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BertConfig", "BertTokenizer", "BertModel", "BertPreTrainedModel", "BertForPreTraining",
+    "BertConfig", "BertTokenizer", "no_grad", "BertModel", "BertPreTrainedModel", "BertForPreTraining",
     "BertForMaskedLM", "BertForNextSentencePrediction", "BertLMHeadModel", "BertForSequenceClassification",
     "BertForTokenClassification", "BertForMultipleChoice", "BertForQuestionAnswering",
 ]

@@ -8,4 +8,4 @@ from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentenceP
                     BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification,
                     BertLMHeadModel)
 from .pooler import BertPooler
-from .pretrained import BertPreTrainedModel
+from .pretrained import BertPreTrainedModel, is_grad_enabled, no_grad

@@ -50,7 +50,7 @@ class BertEncoder(Module):
                                                     None if head_mask is None else head_mask[i])
             all_hidden_states.append(hidden_states)
             all_attentions.append(probs)
-            caches.append(c)
+            caches.append(c if self.state.keep_caches else None)   # under no_grad: freed right away
         return hidden_states, tuple(all_hidden_states), tuple(all_attentions), caches
 
     def backward(self, dout, caches, dhidden_states=None, dattentions=None):

@@ -24,6 +24,7 @@ class ModelState:
         self.training = False
         self.rng = rng           # np.random.Generator for dropout
         self.release_caches = False   # set during a backward that may free each cache once used
+        self.keep_caches = True       # False in a forward under npbert.no_grad()
 
 
 class Module:

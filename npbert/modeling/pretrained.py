@@ -14,6 +14,7 @@ and implements `forward(**inputs) -> (output, cache)` and
 import contextlib
 import json
 import os
+import threading
 import warnings
 from collections import namedtuple
 
@@ -26,6 +27,23 @@ from .module import ModelState, Module
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 _SKIP_INIT = [False]   # set by from_pretrained: do not draw weights that are about to be loaded
+_grad_mode = threading.local()
+
+
+def is_grad_enabled():
+    return getattr(_grad_mode, "enabled", True)
+
+
+@contextlib.contextmanager
+def no_grad():
+    """As torch.no_grad(): forward calls inside keep no activations for a backward, so a
+    forward's peak memory is one layer's worth.  A backward after such a forward is an error."""
+    before = is_grad_enabled()
+    _grad_mode.enabled = False
+    try:
+        yield
+    finally:
+        _grad_mode.enabled = before
 
 
 @contextlib.contextmanager
@@ -162,8 +180,13 @@ class BertPreTrainedModel(Module):
             raise TypeError(f"{type(self).__name__} takes keyword arguments only "
                             "(input_ids=..., attention_mask=..., ...)")
         self._cache = None                  # free the last forward's activations before making new ones
-        output, cache = self.forward(**kwargs)
-        self._cache = cache
+        self.state.keep_caches = is_grad_enabled()
+        try:
+            output, cache = self.forward(**kwargs)
+        finally:
+            keep, self.state.keep_caches = self.state.keep_caches, True
+        self._cache = cache if keep else None
+        self._forward_without_grad = not keep
         return output
 
     def backward(self, retain_graph=False, **upstream):
@@ -180,6 +203,9 @@ class BertPreTrainedModel(Module):
         goes (so the peak memory of a training step stays low); pass `retain_graph=True`
         to keep them for another backward of the same forward.
         """
+        if self._cache is None and getattr(self, "_forward_without_grad", False):
+            raise RuntimeError(f"{type(self).__name__}.backward(): the last forward ran under npbert.no_grad(), "
+                               "which keeps no activations; run the forward outside it")
         if self._cache is None:
             raise RuntimeError(f"{type(self).__name__}.backward() called before any forward call, or a second "
                                "time after one forward: pass retain_graph=True to the first backward to keep "

@@ -140,7 +140,8 @@ def _realign(text, spans, new_text, units, transform, same_text_required):
     `units` partitions `text` into index ranges `(a, b)`. If transforming each
     unit on its own gives pieces whose total length is that of `new_text` (and,
     when `same_text_required`, whose concatenation is `new_text`), every output
-    character gets the span of the unit it came from. Otherwise all of
+    character gets the span of the unit it came from (a unit the transform
+    leaves unchanged keeps its characters' own spans). Otherwise all of
     `new_text` gets the span of the whole of `text`.
     """
     pieces = [transform(text[a:b]) for a, b in units]
@@ -149,7 +150,10 @@ def _realign(text, spans, new_text, units, transform, same_text_required):
     ):
         new_spans = []
         for (a, b), piece in zip(units, pieces):
-            new_spans.extend([(spans[a][0], spans[b - 1][1])] * len(piece))
+            if piece == text[a:b]:  # unchanged: each character keeps its own span
+                new_spans.extend(spans[a:b])
+            else:
+                new_spans.extend([(spans[a][0], spans[b - 1][1])] * len(piece))
         return new_spans
     return [_whole_span(spans)] * len(new_text)
 
@@ -208,19 +212,21 @@ def strip_accents_aligned(text, spans):
     return new, _realign(text, spans, new, _char_units(text), strip_accents, False)
 
 
-def split_on_whitespace_aligned(text, spans):
-    """str.split() for an aligned string: [(word, spans), ...]."""
-    words, start = [], None
-    for i, ch in enumerate(text):
-        if ch.isspace():
-            if start is not None:
-                words.append((text[start:i], spans[start:i]))
-                start = None
-        elif start is None:
-            start = i
-    if start is not None:
-        words.append((text[start:], spans[start:]))
-    return words
+_ALIGNED = {str.lower: lower_aligned, strip_accents: strip_accents_aligned}
+
+
+def _spans_char_by_char(raw, raw_spans, word, steps):
+    """Spans for `word` if NFC, then `steps`, applied to each character of `raw`
+    alone give `word` again; else None."""
+    pieces = []
+    for ch in raw:
+        piece = nfc(ch)
+        for step in steps:
+            piece = step(piece)
+        pieces.append(piece)
+    if "".join(pieces) != word:
+        return None
+    return [span for piece, span in zip(pieces, raw_spans) for _ in piece]
 
 
 class BasicTokenizer:
@@ -264,19 +270,30 @@ class BasicTokenizer:
         if self.is_plain_ascii(text):
             return self._tokenize_plain_ascii(text, never_split)
         tokens = []
-        for word, spans in self._clean_split_nfc(text):
-            if word not in never_split:
-                if self.do_lower_case:
-                    word, spans = lower_aligned(word, spans)
-                    if self.strip_accents is not False:
-                        word, spans = strip_accents_aligned(word, spans)
-                elif self.strip_accents:
-                    word, spans = strip_accents_aligned(word, spans)
+        for raw_word, raw_spans in self._clean_and_split(text):
+            word, spans = nfc_aligned(raw_word, raw_spans)
+            steps = self._word_steps(word, never_split)
+            for step in steps:
+                word, spans = _ALIGNED[step](word, spans)
+            if word and raw_word != nfc(raw_word):
+                # NFC gave a composed character the span of all it was made
+                # of ("e" + U+0301 -> "é"). If the steps applied to each raw
+                # character alone give the same word (accents stripped again),
+                # use those finer spans: what was dropped covers nothing.
+                spans = _spans_char_by_char(raw_word, raw_spans, word, steps) or spans
             # transformers re-splits " ".join(pieces) on whitespace; that only
             # drops empty pieces (a word that was nothing but accents): lower()
             # and NFD never produce whitespace (a test checks every character).
             tokens.extend(piece for piece in self._split_on_punc(word, spans, never_split) if piece[0])
         return tokens
+
+    def _word_steps(self, word, never_split):
+        """Step 5 for one word: [], [str.lower], [str.lower, strip_accents] or [strip_accents]."""
+        if word in never_split:
+            return []
+        if self.do_lower_case:
+            return [str.lower] if self.strip_accents is False else [str.lower, strip_accents]
+        return [strip_accents] if self.strip_accents else []
 
     def _tokenize_plain_ascii(self, text, never_split):
         return [
@@ -306,8 +323,14 @@ class BasicTokenizer:
         """ASCII without control characters (\\t \\n \\r allowed)."""
         return text.isascii() and not _ASCII_REMOVED.search(text)
 
-    def _clean_split_nfc(self, text):
-        """Steps 1-4: [(word, spans), ...] after cleaning, CJK spacing, NFC, split."""
+    def _clean_and_split(self, text):
+        """Steps 1, 2, 4: [(word, spans), ...] after cleaning, CJK spacing and split.
+
+        NFC (step 3) is left to the caller, word by word: NFC never composes
+        across whitespace (whitespace characters are starters that take no
+        marks) and never produces whitespace, so normalising each word gives
+        the words of transformers' NFC of the whole text, then str.split().
+        """
         words = []
         chars, spans = [], []
         split_cjk = self.tokenize_chinese_chars
@@ -317,19 +340,15 @@ class BasicTokenizer:
                 continue
             if kind is SPACE or (kind is CJK and split_cjk):
                 if chars:
-                    words.append(nfc_aligned("".join(chars), spans))
+                    words.append(("".join(chars), spans))
                     chars, spans = [], []
                 if kind is CJK:
-                    words.append(nfc_aligned(ch, [(i, i + 1)]))  # U+F900.. -> unified ideographs
+                    words.append((ch, [(i, i + 1)]))
             else:
                 chars.append(ch)
                 spans.append((i, i + 1))
         if chars:
-            words.append(nfc_aligned("".join(chars), spans))
-        # NFC never composes across whitespace (whitespace characters are
-        # starters that take no marks) and never produces whitespace, so
-        # normalising word by word gives the words of transformers' NFC of the
-        # whole text followed by str.split().
+            words.append(("".join(chars), spans))
         return words
 
     def _split_on_punc(self, word, spans, never_split):

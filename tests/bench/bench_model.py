@@ -1,6 +1,6 @@
 """Benchmark: npbert vs transformers (eager and sdpa) on a bert-base-sized model.
 
-Prints, for forward (eval, no gradients kept by torch) and forward+backward (train mode,
+Prints, for forward (eval, under torch.no_grad() / npbert.no_grad()) and forward+backward (train mode,
 dropout on, and eval mode), the median time and the peak extra memory of each
 implementation, and npbert's ratio to each torch variant.  Every measurement runs in a
 fresh subprocess so that peak memory (VmHWM, reset before the measured call) is not
@@ -53,9 +53,11 @@ def worker(impl, mode, args):
 
         def run():
             model.train(mode == "train_fwd_bwd")
+            if mode == "forward":
+                with npbert.no_grad():                  # as torch.no_grad() below
+                    return model(input_ids=ids, attention_mask=mask)
             out = model(input_ids=ids, attention_mask=mask)
-            if mode != "forward":
-                model.backward(last_hidden_state=dH, pooler_output=dP)
+            model.backward(last_hidden_state=dH, pooler_output=dP)
             return out
 
         def reset():
