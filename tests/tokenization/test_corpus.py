@@ -94,3 +94,24 @@ def test_corpus_pairs_truncation_padding(minilm_dir, reference_class, corpus, kw
             if group:
                 args = ([a for a, _ in group], [b for _, b in group])
                 assert_encodings_equal(ours(*args, **kwargs), theirs(*args, **kwargs))
+
+
+def test_corpus_offsets_equal_the_rust_tokenizers(minilm_dir, corpus):
+    """transformers' Rust tokenizer computes offsets; ours come from the pure
+    Python pass. Where the two give the same ids (the Rust one has no NFC step
+    and its own Unicode tables, so not always), the offsets are the same."""
+    transformers = pytest.importorskip("transformers")
+    ours = BertTokenizer.from_pretrained(minilm_dir)
+    rust = transformers.BertTokenizer.from_pretrained(minilm_dir)
+    assert rust.is_fast
+    lines = corpus[::2]
+    same_ids = 0
+    for batch in _batches(lines, 1024):
+        a = ours(batch, return_offsets_mapping=True)
+        b = rust(batch, return_offsets_mapping=True)
+        for ids_a, ids_b, offsets_a, offsets_b in zip(a["input_ids"], b["input_ids"], a["offset_mapping"],
+                                                      b["offset_mapping"]):
+            if ids_a == ids_b:
+                same_ids += 1
+                assert offsets_a == [tuple(o) for o in offsets_b]
+    assert same_ids >= 0.99 * len(lines)

