@@ -132,7 +132,7 @@ def load_model(args, dtype):
     path = args.model if args.model is not None else (None if args.random else _minilm_path())
     if path is None:
         config = npbert.BertConfig(**TINY_CONFIG)
-        model = npbert.BertModel(config, seed=args.seed, dtype=dtype)
+        model = npbert.BertModel(config, seed=args.seed, dtype=dtype).eval()   # dropout off: explain walks the eval forward
         return model, None, f"a random BertModel (seed {args.seed}) with a built-in vocabulary of {len(TINY_VOCAB)} words"
     if not os.path.exists(path):
         raise CliError(f"--model {path}: no such file or directory", status=2)
@@ -502,7 +502,7 @@ def explain(args, out=None):
         model64 = model
     elif model_dir is None:
         import npbert
-        model64 = npbert.BertModel(c, seed=args.seed, dtype=np.float64)
+        model64 = npbert.BertModel(c, seed=args.seed, dtype=np.float64).eval()
         model64.load_state_dict(model.state_dict())                         # the very same weights
     else:
         import npbert

@@ -8,7 +8,7 @@ import npbert
 def _model():
     cfg = npbert.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
                             intermediate_size=12, max_position_embeddings=16)
-    return npbert.BertModel(cfg, dtype=np.float64)
+    return npbert.BertModel(cfg, dtype=np.float64).eval()
 
 
 def test_second_backward_without_retain_graph_is_a_clear_error():
@@ -92,3 +92,16 @@ def test_no_grad_forward_keeps_less_memory():
         tracemalloc.stop()
     assert kept_without <= 2 * out.last_hidden_state.nbytes + out.pooler_output.nbytes + 4096
     assert kept_with_grad > 5 * kept_without
+
+
+def test_train_eval_defaults_follow_transformers():
+    """A freshly built model is in training mode (dropout on), as a torch module; from_pretrained
+    returns it in eval mode, as transformers does."""
+    import tempfile
+    m = _model().train()
+    assert m.training
+    fresh = npbert.BertModel(m.config)
+    assert fresh.training
+    with tempfile.TemporaryDirectory() as d:
+        m.save_pretrained(d)
+        assert not npbert.BertModel.from_pretrained(d).training

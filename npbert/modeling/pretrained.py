@@ -78,6 +78,7 @@ class BertPreTrainedModel(Module):
             config.validate()
             init_seed, dropout_seed = np.random.SeedSequence(seed).spawn(2)
             state = ModelState(config, _check_dtype(dtype), np.random.default_rng(dropout_seed))
+            state.training = True    # as a freshly built torch module; from_pretrained returns eval()
             self._init_rng = np.random.default_rng(init_seed)
         else:  # a submodule such as `self.bert` of a head: share the head's state
             state = _parent.state
@@ -266,7 +267,7 @@ class BertPreTrainedModel(Module):
         dtype = model.state.dtype
         for name, value in result.state_dict.items():
             model.state.params[name] = np.array(value, dtype=dtype, copy=True)
-        return model
+        return model.eval()          # as transformers' from_pretrained
 
     def save_pretrained(self, directory, format="safetensors"):
         """Write config.json and model.safetensors (or npbert_model.h5 with format="h5"),
