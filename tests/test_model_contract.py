@@ -105,3 +105,12 @@ def test_train_eval_defaults_follow_transformers():
     with tempfile.TemporaryDirectory() as d:
         m.save_pretrained(d)
         assert not npbert.BertModel.from_pretrained(d).training
+
+
+def test_backward_without_any_upstream_gradient_is_an_error():
+    """BertModel has no loss: backward() with nothing to differentiate says so instead of
+    returning all-zero gradients."""
+    m = _model()
+    m(input_ids=np.array([[1, 2, 3]]))
+    with pytest.raises(ValueError, match="at least one output"):
+        m.backward()

@@ -156,6 +156,9 @@ class BertModel(BertPreTrainedModel):
         B, T, H = cache["shape"]
         L, N = self.config.num_hidden_layers, self.config.num_attention_heads
         dtype = self.state.dtype
+        if all(u is None for u in (last_hidden_state, pooler_output, hidden_states, attentions)):
+            raise ValueError("backward() needs the upstream gradient of at least one output, by name: "
+                             "last_hidden_state=..., pooler_output=..., hidden_states=[...], attentions=[...]")
         if pooler_output is not None and self.pooler is None:
             raise ValueError("a gradient for pooler_output was given, but this model has no pooler")
         if hidden_states is not None and not cache["hidden_states"]:
