@@ -3,6 +3,7 @@ transformers' tokens; offsets are ordered, inside the text, and the text under
 each span normalises to its token."""
 import functools
 import itertools
+import warnings
 
 import pytest
 
@@ -42,6 +43,7 @@ OPTIONS = [
     for lower, strip, chinese, never in itertools.product([True, False], [None, True, False], [True, False],
                                                            [None, NEVER_SPLIT])
 ]
+OPTIONS += [dict(do_basic_tokenize=False), dict(do_basic_tokenize=False, never_split=NEVER_SPLIT)]
 OPTION_IDS = list(range(len(OPTIONS)))
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -64,7 +66,8 @@ def tokenizers(minilm_dir, reference_class):
 def test_tokens_equal_reference(tokenizers, text, option):
     ours, theirs = tokenizers(option)
     assert ours.tokenize(text) == theirs.tokenize(text)
-    assert ours.basic_tokenizer.tokenize(text) == theirs.basic_tokenizer.tokenize(text)
+    if ours.do_basic_tokenize:
+        assert ours.basic_tokenizer.tokenize(text) == theirs.basic_tokenizer.tokenize(text)
 
 
 @SETTINGS
@@ -134,3 +137,57 @@ def test_offsets_follow_truncation_and_padding(tokenizers, first, second, max_le
         assert all(offsets[i] == (0, 0) for i in range(len(mask)) if mask[i] == 1)  # [CLS] [SEP] [PAD]
         real = [o for o, m in zip(offsets, mask) if m == 0]
         assert real[: len(single)] == single  # the first text comes first, never truncated here
+
+
+call_options = st.fixed_dictionaries(
+    {},
+    optional={
+        "add_special_tokens": st.booleans(),
+        "padding": st.sampled_from([False, True, "longest", "max_length", "do_not_pad"]),
+        "truncation": st.sampled_from([None, False, True, "longest_first", "only_first", "only_second"]),
+        "max_length": st.integers(0, 24),
+        "stride": st.integers(0, 4),
+        "pad_to_multiple_of": st.sampled_from([None, 2, 8]),
+        "padding_side": st.sampled_from(["left", "right"]),
+        "return_tensors": st.sampled_from([None, "np"]),
+        "return_token_type_ids": st.booleans(),
+        "return_attention_mask": st.booleans(),
+        "return_overflowing_tokens": st.booleans(),
+        "return_special_tokens_mask": st.booleans(),
+        "return_length": st.booleans(),
+    },
+)
+
+
+@SETTINGS
+@given(first=texts, second=st.none() | texts, batch=st.booleans(), kwargs=call_options)
+def test_any_call_options_equal_reference(tokenizers, first, second, batch, kwargs):
+    """Any mix of __call__ options: the same encoding as transformers, or the
+    same exception type (or npbert's ValueError where transformers returns a
+    sequence longer than max_length)."""
+    from test_reference import _compare_call
+
+    ours, theirs = tokenizers(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if batch:
+            if second is None:
+                _compare_call(ours, theirs, [first, first[::-1]], **kwargs)
+            else:
+                _compare_call(ours, theirs, [first, second], [second, first], **kwargs)
+        elif second is None:
+            _compare_call(ours, theirs, first, **kwargs)
+        else:
+            _compare_call(ours, theirs, first, second, **kwargs)
+
+
+@SETTINGS
+@given(ids=st.lists(st.one_of(st.integers(0, 30521), st.sampled_from([0, 100, 101, 102, 103, 1010, 1012, 1005])),
+                    max_size=30),
+       skip=st.booleans(), clean=st.sampled_from([None, False, True]))
+def test_decode_equals_reference(tokenizers, ids, skip, clean):
+    ours, theirs = tokenizers(0)
+    kwargs = dict(skip_special_tokens=skip, clean_up_tokenization_spaces=clean)
+    assert ours.decode(ids, **kwargs) == theirs.decode(ids, **kwargs)
+    assert ours.convert_ids_to_tokens(ids, skip_special_tokens=skip) == theirs.convert_ids_to_tokens(
+        ids, skip_special_tokens=skip)
