@@ -23,23 +23,9 @@ def atomic_write(path, mode="wb"):
     If the body raises, the temporary file is removed and ``path`` is
     untouched.
     """
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode) as f:
+    with atomic_path(path) as tmp:
+        with open(tmp, mode) as f:
             yield f
-            f.flush()
-            os.fsync(f.fileno())
-        # mkstemp makes the file 0600; give it the mode a plain open() would.
-        os.chmod(tmp, 0o666 & ~_current_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(directory)
 
 
 @contextlib.contextmanager
