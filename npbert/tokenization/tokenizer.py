@@ -60,7 +60,7 @@ _RAW_WORD_OR_CJK = re.compile(f"[{_CJK_CLASS}]|[^{SEPARATOR_CHARS}{_CJK_CLASS}]+
 # With do_basic_tokenize=False, WordPiece splits on Python whitespace only.
 _PYTHON_WORD = re.compile(r"\S+")
 
-_WORD_CACHE_LIMIT = 1_000_000  # distinct raw words kept before the cache is cleared
+_WORD_CACHE_LIMIT = 100_000  # distinct raw words kept (about 100 MB) before the caches are cleared
 
 
 def load_vocab(vocab_file):
@@ -334,8 +334,8 @@ class BertTokenizer:
             for piece, a, b in pieces:
                 tokens.append(piece)
                 spans.append((start + a, start + b) if word_spans is None else (word_spans[a][0], word_spans[b - 1][1]))
-        ids = [self.vocab.get(t, self._unk_id) for t in tokens]
-        result = (tokens, ids, spans)
+        ids = tuple(self.vocab.get(t, self._unk_id) for t in tokens)
+        result = (tuple(tokens), ids, tuple(spans))
         if len(self._word_cache) >= _WORD_CACHE_LIMIT:
             self._word_cache.clear()
             self._wordpiece_cache.clear()
