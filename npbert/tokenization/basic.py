@@ -23,7 +23,10 @@ them (whole-word `lower()`, whole-word `normalize`); the spans are then
 derived per character (or per group of characters, for NFC compositions)
 and fall back to the whole word's span when no finer split reproduces the
 exact string. That fallback only happens for rare sequences (decomposed
-Hangul jamo, some Indic two-vowel compositions).
+Hangul jamo, some Indic two-vowel compositions). When accent stripping undoes
+what NFC composed ("e" + U+0301 -> "é" -> "e"), each remaining character keeps
+the span of the one raw character it came from, and the dropped marks belong
+to no token, as in transformers' Rust tokenizer.
 
 A `Spans` list is one `(start, end)` tuple per character of its string.
 """
