@@ -137,15 +137,15 @@ class BertModel(BertPreTrainedModel):
             input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds)
         embedding_output, embeddings_cache = self.embeddings.forward(ids, types, positions, inputs_embeds)
         sequence_output, hidden_states, attentions, encoder_cache = self.encoder.forward(
-            embedding_output, mask, head_mask)                                     # (B, T, H)
+            embedding_output, mask, head_mask, output_hidden_states, output_attentions)   # (B, T, H)
         pooled_output, pooler_cache = None, None
         if self.pooler is not None:
             pooled_output, pooler_cache = self.pooler.forward(sequence_output)     # (B, H)
         output = BaseModelOutputWithPoolingAndCrossAttentions(
             last_hidden_state=sequence_output,
             pooler_output=pooled_output,
-            hidden_states=hidden_states if output_hidden_states else None,
-            attentions=attentions if output_attentions else None)
+            hidden_states=hidden_states,
+            attentions=attentions)
         cache = {"embeddings": embeddings_cache, "encoder": encoder_cache, "pooler": pooler_cache,
                  "shape": sequence_output.shape, "hidden_states": output_hidden_states,
                  "attentions": output_attentions}

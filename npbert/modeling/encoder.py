@@ -41,17 +41,27 @@ class BertEncoder(Module):
         super().__init__(state, prefix)
         self.layer = [BertLayer(state, f"{prefix}layer.{i}.") for i in range(self.config.num_hidden_layers)]
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None):
+    def forward(self, hidden_states, attention_mask=None, head_mask=None,
+                output_hidden_states=False, output_attentions=False):
         """hidden_states: (B, T, H); head_mask: (L, N) or None.
-        Returns (last (B, T, H), all_hidden_states (L+1 arrays), all_attentions (L arrays), cache)."""
-        all_hidden_states, all_attentions, caches = [hidden_states], [], []
+        Returns (last (B, T, H), all_hidden_states (L+1 arrays) or None, all_attentions
+        (L arrays) or None, cache); the two tuples are collected only when asked for."""
+        all_hidden_states = [hidden_states] if output_hidden_states else None
+        all_attentions = [] if output_attentions else None
+        caches = []
         for i, layer in enumerate(self.layer):
             hidden_states, probs, c = layer.forward(hidden_states, attention_mask,
                                                     None if head_mask is None else head_mask[i])
-            all_hidden_states.append(hidden_states)
-            all_attentions.append(probs)
+            if output_hidden_states:
+                all_hidden_states.append(hidden_states)
+            if output_attentions:
+                all_attentions.append(probs)
             caches.append(c if self.state.keep_caches else None)   # under no_grad: freed right away
-        return hidden_states, tuple(all_hidden_states), tuple(all_attentions), caches
+        if output_hidden_states:
+            all_hidden_states = tuple(all_hidden_states)
+        if output_attentions:
+            all_attentions = tuple(all_attentions)
+        return hidden_states, all_hidden_states, all_attentions, caches
 
     def backward(self, dout, caches, dhidden_states=None, dattentions=None):
         """dout: (B, T, H) gradient of the last hidden state (zeros if it had none); dhidden_states: L+1

@@ -208,7 +208,8 @@ def test_encoder(model):
     head_mask = np.array([[1.0, 0.0], [0.5, 1.0]])
 
     def forward(hidden_states):
-        last, all_hidden, all_attn, cache = enc.forward(hidden_states, mask, head_mask)
+        last, all_hidden, all_attn, cache = enc.forward(hidden_states, mask, head_mask,
+                                                       output_hidden_states=True, output_attentions=True)
         return (last, *all_hidden, *all_attn), cache
 
     def backward(d, cache):
