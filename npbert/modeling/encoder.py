@@ -18,8 +18,11 @@ class BertLayer(Module):
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None):
         """(B, T, H) -> ((B, T, H), probs (B, N, T, T), cache)."""
+        keep = self.state.keep_caches          # False under npbert.no_grad(): free each cache at once
         attention_output, probs, attention_cache = self.attention.forward(hidden_states, attention_mask, head_mask)
+        attention_cache = attention_cache if keep else None
         intermediate_output, intermediate_cache = self.intermediate.forward(attention_output)   # (B, T, I)
+        intermediate_cache = intermediate_cache if keep else None
         layer_output, output_cache = self.output.forward(intermediate_output, attention_output)  # (B, T, H)
         return layer_output, probs, (attention_cache, intermediate_cache, output_cache)
 
@@ -57,6 +60,7 @@ class BertEncoder(Module):
             if output_attentions:
                 all_attentions.append(probs)
             caches.append(c if self.state.keep_caches else None)   # under no_grad: freed right away
+            del c, probs               # not held while the next layer runs
         if output_hidden_states:
             all_hidden_states = tuple(all_hidden_states)
         if output_attentions:
