@@ -1,13 +1,22 @@
-"""Benchmark: npbert vs transformers (eager and sdpa) on a bert-base-sized model.
+"""Benchmark: npbert vs transformers (eager and sdpa attention) on a bert-base-sized model.
 
-Prints, for forward (eval, under torch.no_grad() / npbert.no_grad()) and forward+backward (train mode,
-dropout on, and eval mode), the median time and the peak extra memory of each
-implementation, and npbert's ratio to each torch variant.  Every measurement runs in a
-fresh subprocess so that peak memory (VmHWM, reset before the measured call) is not
-polluted by the others.  Both sides use 2 threads (torch.set_num_threads, OpenBLAS).
+Three modes: forward (eval, under npbert.no_grad() / torch.no_grad()), forward+backward in
+train mode (dropout on) and forward+backward in eval mode.  The backward is of
+sum(last_hidden_state * dH) + sum(pooler_output * dP), and both sides keep every parameter
+gradient.  Both sides use 2 threads (torch.set_num_threads(2), OPENBLAS_NUM_THREADS=2 and
+npbert's own pool).
+
+- Time: one process builds all the models and, for each mode, runs them in turn, round after
+  round (npbert, eager, sdpa, npbert, eager, sdpa, ...), so that a shared machine's changing
+  load falls on all of them alike; it prints each one's median and npbert's ratio to each
+  torch variant, round by round medians of ratios being what to quote.
+- Peak memory: one fresh subprocess per (implementation, mode); after a warm-up, VmHWM is
+  reset and the peak above the resident size (weights + inputs) is read after one run.
+  Large allocations go through mmap there (MALLOC_MMAP_THRESHOLD_), so RSS follows live
+  memory on both sides.
 
     python tests/bench/bench_model.py                  # bert-base, batch 8 x seq 128, float32
-    python tests/bench/bench_model.py --layers 2       # quicker
+    python tests/bench/bench_model.py --layers 2 --rounds 3    # quicker
 
 Targets (issue 2): forward <= 0.85x torch's time, forward+backward <= 0.9x,
 peak memory of forward+backward <= torch's.
@@ -15,11 +24,13 @@ peak memory of forward+backward <= torch's.
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 
 MODES = ("forward", "train_fwd_bwd", "eval_fwd_bwd")
+IMPLS = ("npbert", "torch-eager", "torch-sdpa")
 
 
 def _rss_kib(field):
@@ -35,73 +46,90 @@ def _reset_peak():
         f.write("5")
 
 
-def worker(impl, mode, args):
-    """Runs in a subprocess: time `mode` for `impl`, print one JSON line."""
+def _inputs(args):
     import numpy as np
-    cfg = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=args.layers, num_attention_heads=12,
-               intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
     rng = np.random.default_rng(0)
-    ids = rng.integers(0, cfg["vocab_size"], (args.batch, args.seq))
+    ids = rng.integers(0, 30522, (args.batch, args.seq))
     mask = np.ones((args.batch, args.seq), dtype=np.int64)
     mask[1, args.seq // 2:] = 0                        # one padded row, so masking is exercised
     dH = rng.standard_normal((args.batch, args.seq, 768)).astype(np.float32)
     dP = rng.standard_normal((args.batch, 768)).astype(np.float32)
+    return ids, mask, dH, dP
 
+
+def make_runner(impl, args):
+    """Build `impl`'s model; return (run(mode), reset()) closures."""
+    cfg = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=args.layers, num_attention_heads=12,
+               intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
+    ids, mask, dH, dP = _inputs(args)
     if impl == "npbert":
+        import numpy as np
+
         import npbert
         model = npbert.BertModel(npbert.BertConfig(**cfg), dtype=np.float32)
 
-        def run():
+        def run(mode):
             model.train(mode == "train_fwd_bwd")
             if mode == "forward":
                 with npbert.no_grad():                  # as torch.no_grad() below
                     return model(input_ids=ids, attention_mask=mask)
             out = model(input_ids=ids, attention_mask=mask)
-            model.backward(last_hidden_state=dH, pooler_output=dP)
-            return out
+            return out, model.backward(last_hidden_state=dH, pooler_output=dP)
 
         def reset():
             model._cache = None
-    else:
-        import torch
-        import transformers
-        torch.set_num_threads(2)
-        config = transformers.BertConfig(**cfg, attn_implementation=impl.split("-")[1])
-        model = transformers.BertModel(config)
-        tids, tmask = torch.tensor(ids), torch.tensor(mask)
-        tdH, tdP = torch.tensor(dH), torch.tensor(dP)
+        return run, reset
 
-        def run():
-            model.train(mode == "train_fwd_bwd")
-            if mode == "forward":
-                with torch.no_grad():
-                    return model(input_ids=tids, attention_mask=tmask)
-            model.zero_grad(set_to_none=True)
-            out = model(input_ids=tids, attention_mask=tmask)
-            torch.autograd.backward([out.last_hidden_state, out.pooler_output], [tdH, tdP])
-            grads = [p.grad for p in model.parameters()]   # keep the gradients, as npbert returns them
-            return grads
+    import torch
+    import transformers
+    torch.set_num_threads(2)
+    model = transformers.BertModel(transformers.BertConfig(**cfg, attn_implementation=impl.split("-")[1]))
+    tids, tmask, tdH, tdP = (torch.tensor(a) for a in (ids, mask, dH, dP))
 
-        def reset():
-            model.zero_grad(set_to_none=True)
+    def run(mode):
+        model.train(mode == "train_fwd_bwd")
+        if mode == "forward":
+            with torch.no_grad():
+                return model(input_ids=tids, attention_mask=tmask)
+        model.zero_grad(set_to_none=True)
+        out = model(input_ids=tids, attention_mask=tmask)
+        torch.autograd.backward([out.last_hidden_state, out.pooler_output], [tdH, tdP])
+        return out, [p.grad for p in model.parameters()]   # the gradients are kept, as npbert's
 
-    run()                                               # warm-up
-    if args.measure == "memory":
-        reset()                                         # nothing left from the warm-up
-        _reset_peak()
-        base = _rss_kib("VmRSS")                        # the model's weights and the inputs
-        result = run()
-        peak = _rss_kib("VmHWM") - base
-        del result
-        print(json.dumps({"peak_mib": peak / 1024}))
-        return
-    times = []
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        result = run()
-        times.append(time.perf_counter() - t0)
-        del result
-    print(json.dumps({"median_s": sorted(times)[len(times) // 2], "min_s": min(times)}))
+    def reset():
+        model.zero_grad(set_to_none=True)
+    return run, reset
+
+
+def time_worker(args):
+    """All implementations in one process, alternating run by run; prints one JSON line."""
+    impls = args.impls.split(",")
+    runners = {impl: make_runner(impl, args)[0] for impl in impls}
+    result = {}
+    for mode in args.modes.split(","):
+        times = {impl: [] for impl in impls}
+        for impl in impls:
+            runners[impl](mode)                         # warm-up
+        for _ in range(args.rounds):
+            for impl in impls:
+                t0 = time.perf_counter()
+                out = runners[impl](mode)
+                times[impl].append(time.perf_counter() - t0)
+                del out
+        result[mode] = times
+    print(json.dumps(result))
+
+
+def memory_worker(impl, mode, args):
+    run, reset = make_runner(impl, args)
+    run(mode)                                           # warm-up
+    reset()                                             # nothing left from it
+    _reset_peak()
+    base = _rss_kib("VmRSS")                            # weights and inputs
+    out = run(mode)
+    peak = _rss_kib("VmHWM") - base
+    del out
+    print(json.dumps({"peak_mib": peak / 1024}))
 
 
 def main():
@@ -109,52 +137,63 @@ def main():
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--impls", default="npbert,torch-eager,torch-sdpa")
+    p.add_argument("--rounds", type=int, default=7, help="timed runs of each implementation per mode")
+    p.add_argument("--impls", default=",".join(IMPLS))
     p.add_argument("--modes", default=",".join(MODES))
-    p.add_argument("--worker", nargs=2, metavar=("IMPL", "MODE"), help=argparse.SUPPRESS)
-    p.add_argument("--measure", choices=("time", "memory"), default="time", help=argparse.SUPPRESS)
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    p.add_argument("--time-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--memory-worker", nargs=2, metavar=("IMPL", "MODE"), help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.worker:
-        return worker(*args.worker, args)
+    if args.time_worker:
+        return time_worker(args)
+    if args.memory_worker:
+        return memory_worker(*args.memory_worker, args)
 
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2", MKL_NUM_THREADS="2")
-    # Memory runs: large allocations through mmap (returned to the OS on free) for both sides,
-    # so that RSS follows live memory and the warm-up's freed blocks do not hide the peak.
-    # Timing runs keep glibc's default (adaptive) allocator, which is what users get.
-    memory_env = dict(env, MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2", MKL_NUM_THREADS="2",
+               NPBERT_NUM_THREADS="2")
     here = os.path.dirname(os.path.abspath(__file__))
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(here)) + os.pathsep + env.get("PYTHONPATH", "")
+    common = [sys.executable, os.path.abspath(__file__), "--layers", str(args.layers), "--batch", str(args.batch),
+              "--seq", str(args.seq), "--rounds", str(args.rounds), "--impls", args.impls, "--modes", args.modes]
+    impls, modes = args.impls.split(","), args.modes.split(",")
     print(f"config: {args.layers} layers, hidden 768, 12 heads, intermediate 3072, vocab 30522; "
-          f"batch {args.batch} x seq {args.seq}, float32, 2 threads, median of {args.repeats}")
-    results = {}
-    for mode in args.modes.split(","):
-        for impl in args.impls.split(","):
-            cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, mode,
-                   "--layers", str(args.layers), "--batch", str(args.batch), "--seq", str(args.seq),
-                   "--repeats", str(args.repeats)]
-            r = {}
-            for measure, e in (("time", env), ("memory", memory_env)):
-                out = subprocess.run(cmd + ["--measure", measure], env=e, capture_output=True, text=True)
-                if out.returncode != 0:
-                    print(f"{impl} {mode} {measure} failed:\n{out.stderr[-2000:]}")
-                    break
-                r.update(json.loads(out.stdout.strip().splitlines()[-1]))
-            else:
-                results[(impl, mode)] = r
-            if (impl, mode) not in results:
+          f"batch {args.batch} x seq {args.seq}, float32, 2 threads; {args.rounds} alternating rounds", flush=True)
+
+    out = subprocess.run(common + ["--time-worker"], env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"time worker failed:\n{out.stderr[-3000:]}")
+    times = json.loads(out.stdout.strip().splitlines()[-1])
+
+    peaks = {}
+    if not args.no_memory:
+        # Memory runs: large allocations through mmap (returned to the OS on free), so that RSS
+        # follows live memory and freed blocks kept by malloc do not hide the peak.
+        memory_env = dict(env, MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
+        for mode in modes:
+            for impl in impls:
+                r = subprocess.run(common + ["--memory-worker", impl, mode], env=memory_env,
+                                   capture_output=True, text=True)
+                if r.returncode != 0:
+                    print(f"memory worker {impl} {mode} failed:\n{r.stderr[-2000:]}")
+                    continue
+                peaks[(impl, mode)] = json.loads(r.stdout.strip().splitlines()[-1])["peak_mib"]
+
+    for mode in modes:
+        print(f"\n{mode}")
+        for impl in impls:
+            t = times[mode][impl]
+            peak = f"   peak +{peaks[(impl, mode)]:7.1f} MiB" if (impl, mode) in peaks else ""
+            print(f"  {impl:11s} median {statistics.median(t):7.3f} s   min {min(t):7.3f} s{peak}")
+        for impl in impls:
+            if impl == "npbert" or "npbert" not in impls:
                 continue
-            print(f"  {mode:14s} {impl:11s} median {r['median_s']:7.3f} s   min {r['min_s']:7.3f} s   "
-                  f"peak +{r['peak_mib']:7.1f} MiB", flush=True)
-    print("\nratios npbert / torch (time; peak memory):")
-    for mode in args.modes.split(","):
-        ours = results.get(("npbert", mode))
-        for impl in args.impls.split(","):
-            theirs = results.get((impl, mode))
-            if impl == "npbert" or ours is None or theirs is None:
-                continue
-            print(f"  {mode:14s} vs {impl:11s} time {ours['median_s'] / theirs['median_s']:5.2f}x   "
-                  f"memory {ours['peak_mib'] / max(theirs['peak_mib'], 1e-9):5.2f}x")
+            # the ratio of the two runs made next to each other, round by round
+            ratios = [a / b for a, b in zip(times[mode]["npbert"], times[mode][impl])]
+            mem = ""
+            if ("npbert", mode) in peaks and (impl, mode) in peaks:
+                mem = f"   memory {peaks[('npbert', mode)] / max(peaks[(impl, mode)], 1e-9):5.2f}x"
+            print(f"  npbert / {impl:11s} time {statistics.median(ratios):5.2f}x "
+                  f"(rounds {min(ratios):.2f}..{max(ratios):.2f}){mem}")
 
 
 if __name__ == "__main__":
