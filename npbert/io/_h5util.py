@@ -42,3 +42,15 @@ def dataset_array(path, dataset, name):
 
 # What h5py raises on damaged files, beyond OSError.
 H5_ERRORS = (OSError, KeyError, ValueError, RuntimeError, TypeError, IndexError, AttributeError)
+
+
+def read_h5(path, reader):
+    """reader(path), with what h5py raises on a damaged file turned into a CheckpointError
+    naming the file; a CheckpointError from the reader itself passes through unchanged."""
+    path = os.fspath(path)
+    try:
+        return reader(path)
+    except CheckpointError:
+        raise
+    except H5_ERRORS as e:
+        raise CheckpointError(f"{path}: damaged HDF5 file: {type(e).__name__}: {e}") from e

@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from npbert.io._h5util import H5_ERRORS, dataset_array, open_h5
+from npbert.io._h5util import dataset_array, open_h5, read_h5
 from npbert.io.errors import CheckpointError
 from npbert.io.names import keras_to_hf
 
@@ -30,13 +30,7 @@ def _text(value):
 
 def read_keras_h5_raw(path):
     """``{keras_weight_name: array}`` in TF layout, in file order."""
-    path = os.fspath(path)
-    try:
-        return _read_keras_h5_raw(path)
-    except CheckpointError:
-        raise
-    except H5_ERRORS as e:
-        raise CheckpointError(f"{path}: damaged HDF5 file: {type(e).__name__}: {e}") from e
+    return read_h5(path, _read_keras_h5_raw)
 
 
 def _read_keras_h5_raw(path):

@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from npbert.io._atomic import atomic_path
-from npbert.io._h5util import H5_ERRORS, dataset_array, open_h5
+from npbert.io._h5util import H5_ERRORS, dataset_array, open_h5, read_h5
 from npbert.io.errors import CheckpointError
 
 FORMAT_VERSION = 1
@@ -66,13 +66,7 @@ def write_npbert_h5(path, tensors, config_dict, progress=None):
 
 def read_npbert_h5(path):
     """``{name: np.ndarray}`` from an npbert ``.h5`` (memory-mapped)."""
-    path = os.fspath(path)
-    try:
-        return _read_npbert_h5(path)
-    except CheckpointError:
-        raise
-    except H5_ERRORS as e:
-        raise CheckpointError(f"{path}: damaged HDF5 file: {type(e).__name__}: {e}") from e
+    return read_h5(path, _read_npbert_h5)
 
 
 def _read_npbert_h5(path):
@@ -95,13 +89,13 @@ def _read_npbert_h5(path):
 def read_npbert_h5_config(path):
     """The config dict stored in an npbert ``.h5``."""
     path = os.fspath(path)
-    try:
+
+    def config_attribute(path):
         with open_h5(path) as f:
             if "config" not in f.attrs:
                 raise CheckpointError(f"{path}: no config attribute (not an npbert .h5?)")
-            raw = f.attrs["config"]
-    except H5_ERRORS as e:
-        raise CheckpointError(f"{path}: damaged HDF5 file: {type(e).__name__}: {e}") from e
+            return f.attrs["config"]
+    raw = read_h5(path, config_attribute)
     try:
         return json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
     except ValueError as e:
