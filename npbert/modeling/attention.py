@@ -44,19 +44,14 @@ class BertSelfAttention(Module):
         B, T, _ = x.shape
         return x.reshape(B, T, self.num_attention_heads, self.attention_head_size).transpose(0, 2, 1, 3)
 
-    @staticmethod
-    def merge_heads(x):
-        """(B, N, T, D) -> (B, T, H), a copy."""
-        B, N, T, D = x.shape
-        return x.transpose(0, 2, 1, 3).reshape(B, T, N * D)
-
     def forward(self, hidden_states, attention_mask=None, head_mask=None):
         """hidden_states: (B, T, H); attention_mask: additive, broadcastable to (B, N, F, T)
         (0 where attended, finfo.min where masked) or None; head_mask: (N,) or None.
         Returns (context (B, F, H), probs (B, N, F, T), cache).
 
-        The per-head products run batch row by batch row on npbert's threads (`over_batch`):
-        the same numbers as one batched matmul, faster than BLAS threads on such small GEMMs."""
+        The per-head products run batch row by batch row with one BLAS thread each, and the
+        scaling, masking and softmax between them on npbert's threads (`over_batch`): the same
+        numbers as one batched matmul, faster than BLAS's own threads on such small GEMMs."""
         cache = {}
         # Q, K and V are three nn.Linear layers (query, key, value); they read the same x, so
         # they run as one GEMM with the three weights stacked: [Wq; Wk; Wv] is (3H, H).
