@@ -114,3 +114,13 @@ def test_backward_without_any_upstream_gradient_is_an_error():
     m(input_ids=np.array([[1, 2, 3]]))
     with pytest.raises(ValueError, match="at least one output"):
         m.backward()
+
+
+def test_shape_mismatch_from_an_npbert_h5_names_the_key(tmp_path):
+    """An npbert .h5 carries its own config (no config.json beside it); a config override that
+    no longer fits its weights is the ValueError naming the key, like every other format."""
+    m = _model()
+    m.save_pretrained(tmp_path, format="h5")
+    (tmp_path / "config.json").unlink()     # save_pretrained writes one beside it too; drop it
+    with pytest.raises(ValueError, match="intermediate.dense.weight"):
+        npbert.BertModel.from_pretrained(tmp_path, intermediate_size=13)

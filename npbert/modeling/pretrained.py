@@ -12,7 +12,6 @@ and implements `forward(**inputs) -> (output, cache)` and
 `_backward(cache, **upstream) -> (grads, d_inputs_embeds)`.
 """
 import contextlib
-import json
 import os
 import threading
 import warnings
@@ -240,9 +239,11 @@ class BertPreTrainedModel(Module):
 
         weights_file = io.find_weights_file(path)
         if io.detect_format(weights_file) == io.NPBERT_H5:
+            config_source = f"the config stored in {weights_file}"
             config = BertConfig.from_dict(io.read_npbert_h5_config(weights_file), **config_overrides)
         else:
-            config = BertConfig.from_json_file(find_config_file(weights_file), **config_overrides)
+            config_source = find_config_file(weights_file)
+            config = BertConfig.from_json_file(config_source, **config_overrides)
         checkpoint = io.read_state_dict(weights_file)
         with _no_init():
             model = cls(config, dtype=dtype)
@@ -250,10 +251,11 @@ class BertPreTrainedModel(Module):
         result = io.match_state_dict(checkpoint, expected, base_model_prefix=cls.base_model_prefix)
         if result.mismatched:
             lines = [f"  {k}: checkpoint {tuple(c)}, model {tuple(m)}" for k, c, m in result.mismatched]
-            raise ValueError(f"{weights_file}: shapes do not fit {cls.__name__} "
-                             f"(config {find_config_file(weights_file) if config else ''}):\n" + "\n".join(lines))
+            raise ValueError(f"{weights_file}: shapes do not fit {cls.__name__} built from {config_source}"
+                             f"{' with overrides ' + str(config_overrides) if config_overrides else ''}:\n"
+                             + "\n".join(lines))
         fresh = [k for k in result.missing if k.startswith(cls._fresh_prefixes)]
-        missing = [k for k in result.missing if k not in fresh]
+        missing = [k for k in result.missing if not k.startswith(cls._fresh_prefixes)]
         if missing:
             raise ValueError(f"{weights_file}: {cls.__name__} needs {len(missing)} weights the checkpoint "
                              f"does not have: {missing}")
@@ -275,17 +277,14 @@ class BertPreTrainedModel(Module):
         from npbert import io
 
         os.makedirs(directory, exist_ok=True)
-        config = self.config.to_dict()
-        config["architectures"] = [type(self).__name__]
+        config = BertConfig.from_dict(self.config.to_dict(), architectures=[type(self).__name__])
         # One copy per parameter: a tied weight is saved under its own name only, as
         # transformers' save_pretrained does; loading re-ties it.
         tensors = {k: np.ascontiguousarray(v) for k, v in self.state.params.items()}
         if format == "safetensors":
             io.write_safetensors(os.path.join(directory, "model.safetensors"), tensors, {"format": "pt"})
         elif format == "h5":
-            io.write_npbert_h5(os.path.join(directory, "npbert_model.h5"), tensors, config)
+            io.write_npbert_h5(os.path.join(directory, "npbert_model.h5"), tensors, config.to_dict())
         else:
             raise ValueError(f"save_pretrained: format must be 'safetensors' or 'h5', got {format!r}")
-        from npbert.io._atomic import atomic_write
-        with atomic_write(os.path.join(directory, "config.json"), "w") as f:
-            f.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        config.to_json_file(os.path.join(directory, "config.json"))     # atomic, as the weights
