@@ -20,6 +20,10 @@ npbert's own pool).
 
 Targets (issue 2): forward <= 0.85x torch's time, forward+backward <= 0.9x,
 peak memory of forward+backward <= torch's.
+
+`gemm-floor` runs nothing but the big GEMMs of the same model in NumPy (see
+_gemm_floor_runner): its ratio to torch is a lower bound on what any NumPy implementation
+can reach with NumPy's BLAS on this machine.
 """
 import argparse
 import json
@@ -30,7 +34,7 @@ import sys
 import time
 
 MODES = ("forward", "train_fwd_bwd", "eval_fwd_bwd")
-IMPLS = ("npbert", "torch-eager", "torch-sdpa")
+IMPLS = ("npbert", "torch-eager", "torch-sdpa", "gemm-floor")
 
 
 def _rss_kib(field):
@@ -80,6 +84,9 @@ def make_runner(impl, args):
             model._cache = None
         return run, reset
 
+    if impl == "gemm-floor":
+        return _gemm_floor_runner(args, dH)
+
     import torch
     import transformers
     torch.set_num_threads(2)
@@ -99,6 +106,45 @@ def make_runner(impl, args):
     def reset():
         model.zero_grad(set_to_none=True)
     return run, reset
+
+
+def _gemm_floor_runner(args, dH):
+    """Only the big GEMMs of a BERT layer stack, in NumPy (OpenBLAS, 2 threads), and nothing else:
+    per layer Q/K/V (one stacked GEMM), attention output, intermediate and output dense, and in
+    the backward their input and weight gradients.  No attention products, bias, GELU, softmax,
+    LayerNorm or embedding, so any NumPy implementation of the same model takes at least this
+    long: its ratio to torch is the best ratio npbert could reach with NumPy's BLAS here."""
+    import numpy as np
+    rng = np.random.default_rng(1)
+    n, h, i = args.batch * args.seq, 768, 3072
+    shapes = [(3 * h, h), (h, h), (i, h), (h, i)]             # torch layout (out, in)
+    weights = [[rng.standard_normal(s, dtype=np.float32) * 0.02 for s in shapes] for _ in range(args.layers)]
+    x0 = dH.reshape(n, h)
+
+    def run(mode):
+        acts = []
+        for w_qkv, w_o, w_1, w_2 in weights:
+            qkv = x0 @ w_qkv.T
+            a = qkv[:, :h] @ w_o.T
+            m = a @ w_1.T
+            y = m @ w_2.T
+            acts.append((x0, qkv, a, m))
+        if mode == "forward":
+            return y
+        grads = []
+        dy = x0
+        for (x, qkv, a, m), (w_qkv, w_o, w_1, w_2) in zip(reversed(acts), reversed(weights)):
+            grads.append(dy.T @ m)                            # dW2
+            dm = dy @ w_2
+            grads.append(dm.T @ a)                            # dW1
+            da = dm @ w_1
+            grads.append(da.T @ qkv[:, :h])                   # dWo
+            da @ w_o                                          # dctx
+            grads.append(qkv.T @ x)                           # dWqkv (qkv stands in for dQKV: same shape)
+            dy = qkv @ w_qkv
+        return y, grads
+
+    return run, lambda: None
 
 
 def time_worker(args):
@@ -194,6 +240,12 @@ def main():
                 mem = f"   memory {peaks[('npbert', mode)] / max(peaks[(impl, mode)], 1e-9):5.2f}x"
             print(f"  npbert / {impl:11s} time {statistics.median(ratios):5.2f}x "
                   f"(rounds {min(ratios):.2f}..{max(ratios):.2f}){mem}")
+        if "gemm-floor" in impls:
+            for impl in impls:
+                if impl.startswith("torch"):
+                    ratios = [a / b for a, b in zip(times[mode]["gemm-floor"], times[mode][impl])]
+                    print(f"  gemm-floor / {impl:11s} time {statistics.median(ratios):5.2f}x "
+                          f"(rounds {min(ratios):.2f}..{max(ratios):.2f}): no NumPy BERT can do better here")
 
 
 if __name__ == "__main__":
