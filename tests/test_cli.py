@@ -126,7 +126,7 @@ def test_unknown_words_become_unk():
 def test_a_wrong_backward_fails(monkeypatch, capsys):
     """Softmax backward without its `- y * sum(dy * y)` term: the attention gradients go wrong."""
     import npbert.modeling.attention as attention
-    monkeypatch.setattr(attention, "softmax_backward", lambda dy, y: dy * y)
+    monkeypatch.setattr(attention, "softmax_backward", lambda dy, y, out=None: np.multiply(dy, y, out=out))
     status, out, _ = run(["explain", "--random"], capsys)
     assert status == 1
     assert "FAIL" in out.splitlines()[-1]

@@ -7,7 +7,7 @@ import numpy as np
 
 from npbert.ops.dropout import dropout_backward, dropout_forward
 from npbert.ops.layer_norm import layer_norm_backward, layer_norm_forward
-from npbert.ops.linear import linear_backward, linear_forward
+from npbert.ops.linear import linear_forward, linear_input_grad, linear_param_grads
 from npbert.ops.parallel import over_batch
 from npbert.ops.softmax import softmax_backward, softmax_forward
 
@@ -90,15 +90,19 @@ class BertSelfAttention(Module):
 
     def backward(self, dcontext, cache, dprobs=None):
         """dcontext: (B, F, H); dprobs: optional upstream gradient of the returned probs.
-        Returns (dhidden_states (B, T, H), grads)."""
+        Returns (dhidden_states (B, T, H), grads).
+
+        Each cached array is dropped as soon as the last step that reads it has run (when the
+        backward frees activations as it goes), so the peak stays low: the probs before dQ and
+        dK are made, Q, K and V before the projection's GEMMs."""
         q, k, v, probs = cache["q"], cache["k"], cache["v"], cache["probs"]
         B, N, T, D = q.shape
         scale = q.dtype.type(self.scaling)
         H = self.config.hidden_size
         dctx = self.split_heads(dcontext)                                         # (B, N, F, D)
         dprobs_total = np.empty_like(probs)                                       # (B, N, F, T)
-        dqkv = np.empty((*dcontext.shape[:2], 3 * H), dtype=dcontext.dtype)       # (B, T, 3H)
-        dq_heads, dk_heads, dv_heads = (self.split_heads(dqkv[..., i * H:(i + 1) * H]) for i in range(3))
+        dq, dk, dv = (np.empty_like(dcontext) for _ in range(3))                  # (B, T, H) each
+        dq_heads, dk_heads, dv_heads = self.split_heads(dq), self.split_heads(dk), self.split_heads(dv)
 
         def through_weighted_values(a, b):
             # in the forward: context = probs @ v
@@ -111,25 +115,36 @@ class BertSelfAttention(Module):
         if cache["head_mask"] is not None:
             dprobs_total *= cache["head_mask"][None, :, None, None]
         dprobs_total = dropout_backward(dprobs_total, cache["dropout"])
+        softmax_out = cache["softmax"]
 
-        def through_softmax_and_scores(a, b):
-            dscores = softmax_backward(dprobs_total[a:b], cache["softmax"][a:b])  # (b-a, N, F, T)
+        def through_softmax(a, b):
+            softmax_backward(dprobs_total[a:b], softmax_out[a:b], out=dprobs_total[a:b])
             # in the forward: scores = q @ k^T * scaling  (+ a constant mask)
-            dscores *= scale
-            np.matmul(dscores, k[a:b], out=dq_heads[a:b])                         # (b-a, N, F, D)
-            np.matmul(dscores.transpose(0, 1, 3, 2), q[a:b], out=dk_heads[a:b])   # (b-a, N, T, D)
-        over_batch(through_softmax_and_scores, B)
+            dprobs_total[a:b] *= scale
+        over_batch(through_softmax, B)
+        dscores = dprobs_total                                                    # (B, N, F, T)
+        del dprobs_total, probs, softmax_out
+        x = cache["x"]
+        self.release(cache)                        # from here on only Q, K (below) and x are read
 
-        # in the forward: [Q K V] = x [Wq; Wk; Wv]^T + [bq bk bv]; x fed all three, and the one
-        # GEMM dx = [dQ dK dV] [Wq; Wk; Wv] adds up their three contributions.
-        qkv_weight, _ = self.stacked_qkv()
-        dx, g = linear_backward(dqkv, (cache["x"], qkv_weight, True))              # (B, T, H)
-        grads = {}
-        for i, name in enumerate(("query", "key", "value")):
-            grads[f"{self.prefix}{name}.weight"] = g["weight"][i * H:(i + 1) * H]   # (H, H)
-            grads[f"{self.prefix}{name}.bias"] = g["bias"][i * H:(i + 1) * H]       # (H,)
-        self.release(cache)
-        return dx, grads
+        def through_scores(a, b):
+            np.matmul(dscores[a:b], k[a:b], out=dq_heads[a:b])                    # (b-a, N, F, D)
+            np.matmul(dscores[a:b].transpose(0, 1, 3, 2), q[a:b], out=dk_heads[a:b])   # (b-a, N, T, D)
+        over_batch(through_scores, B)
+        del dscores, q, k, v
+
+        # in the forward: Q = x Wq^T + bq, K = x Wk^T + bk, V = x Wv^T + bv (one stacked GEMM);
+        # x fed all three, so dx = dQ Wq + dK Wk + dV Wv.
+        x2 = x.reshape(-1, H)                                                     # (B*T, H)
+        grads, dx = {}, None
+        for name, d in (("query", dq), ("key", dk), ("value", dv)):
+            d2 = d.reshape(-1, H)                                                 # (B*T, H)
+            grads.update(self.prefixed(name, linear_param_grads(d2, x2)))         # (H, H), (H,)
+            if dx is None:
+                dx = d2 @ self.p(f"{name}.weight")                                # (B*T, H)
+            else:
+                dx += d2 @ self.p(f"{name}.weight")
+        return dx.reshape(x.shape), grads
 
 
 class BertSelfOutput(Module):
@@ -156,9 +171,12 @@ class BertSelfOutput(Module):
         dsum, g = layer_norm_backward(dout, cache["ln"])                           # (B, T, H)
         grads.update(self.prefixed("LayerNorm", g))
         dh = dropout_backward(dsum, cache["dropout"])
-        dx, g = linear_backward(dh, cache["dense"])
-        grads.update(self.prefixed("dense", g))
+        x, weight, _ = cache["dense"]
         self.release(cache)
+        grads.update(self.prefixed("dense", linear_param_grads(dh, x)))
+        x_shape = x.shape
+        del x           # the dense input (in BertOutput the (B, T, I) GELU output) goes before dx is made
+        dx = linear_input_grad(dh, weight, x_shape)
         return dx, dsum, grads
 
 

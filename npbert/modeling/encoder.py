@@ -29,9 +29,10 @@ class BertLayer(Module):
     def backward(self, dout, cache, dprobs=None):
         attention_cache, intermediate_cache, output_cache = cache
         dintermediate, dattention_output, grads = self.output.backward(dout, output_cache)
-        d, g = self.intermediate.backward(dintermediate, intermediate_cache)
+        d, g = self.intermediate.backward(dintermediate, intermediate_cache, overwrite_dout=True)
         grads.update(g)
         dattention_output += d                        # attention_output fed the FFN and its residual
+        del dintermediate, d                          # (B, T, I) and (B, T, H) not held through the attention
         dx, g = self.attention.backward(dattention_output, attention_cache, dprobs)
         grads.update(g)
         return dx, grads

@@ -2,11 +2,13 @@
 
 Every activation is a pair, in the style of cs231n's `layers.py`:
 
-    y, cache = <name>_forward(x)        x: any shape, float32 or float64
-    dx = <name>_backward(dy, cache)     dy, dx: the shape of x
+    y, cache = <name>_forward(x)                  x: any shape, float32 or float64
+    dx = <name>_backward(dy, cache, out=None)     dy, dx: the shape of x
 
 Outputs keep the dtype of `x` (float32 in, float32 out; float64 in, float64
-out). Neither `x` nor `dy` is ever written to. The cache is `x` itself (for
+out). Neither `x` nor `dy` is ever written to, except that `out=dy` asks for
+dx in dy's memory (BertIntermediate's backward, which owns dy, does that: the
+float32 GELU then needs no (B, T, I) array of its own). The cache is `x` itself (for
 `tanh`, `sigmoid`: `y`), so a layer keeps nothing more than torch's autograd
 keeps for the same op.
 
@@ -227,18 +229,19 @@ def _gelu32_kernel(x, y, s):
     np.divide(x, y, y)
 
 
-def _dgelu32_kernel(x, dy, dx, s):
-    """dx = dy Phi(x) + dy x phi(x).   x, dy, dx, s: float32 chunks."""
-    _neg_z32(x, s, dx)                        # dx = -z
-    np.expm1(dx, dx)
-    np.add(dx, _TWO32, dx)                    # dx = 1 / Phi(x)
-    np.divide(dy, dx, dx)                     # dx = dy Phi(x)
+def _dgelu32_kernel(x, dy, dx, s, p):
+    """dx = dy Phi(x) + dy x phi(x).   x, dy, dx, s, p: float32 chunks; dx may be dy itself
+    (every read of dy comes before the one write of dx)."""
+    _neg_z32(x, s, p)                         # p = -z
+    np.expm1(p, p)
+    np.add(p, _TWO32, p)                      # p = 1 / Phi(x)
     np.multiply(s, _MINUS_HALF32, s)          # s = -x^2 / 2
     np.add(s, _LOG_INV_SQRT_2PI32, s)
     np.exp(s, s)                              # s = phi(x)
     np.multiply(s, x, s)
     np.multiply(s, dy, s)                     # s = dy x phi(x)
-    np.add(dx, s, dx)
+    np.divide(dy, p, p)                       # p = dy Phi(x)
+    np.add(p, s, dx)
 
 
 def _gelu32(x):
@@ -248,11 +251,17 @@ def _gelu32(x):
     return y
 
 
-def _dgelu32(dy, x):
+def _dgelu32(dy, x, out=None):
     x = np.ascontiguousarray(x)
     dy = np.ascontiguousarray(dy, dtype=_f32)
-    dx = np.empty_like(x)
-    _run_chunked(_dgelu32_kernel, 1, dx.reshape(-1), x.reshape(-1), dy.reshape(-1))
+    if out is None or not (out.flags.c_contiguous and out.dtype == _f32 and out.shape == x.shape):
+        dx = np.empty_like(x)
+    else:
+        dx = out
+    _run_chunked(_dgelu32_kernel, 2, dx.reshape(-1), x.reshape(-1), dy.reshape(-1))
+    if out is not None and dx is not out:
+        out[...] = dx
+        return out
     return dx
 
 
@@ -268,16 +277,16 @@ def gelu_forward(x):
     return x * _ndtr64(x), x                  # float64: Phi from erfc, ~1 ulp
 
 
-def gelu_backward(dy, cache):
+def gelu_backward(dy, cache, out=None):
     """dx = dy * (Phi(x) + x * phi(x)),  phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
 
     In the forward pass this was: y = x * Phi(x); Phi' = phi (docs/gelu.md).
     """
     x = cache
     if x.dtype == np.float32:
-        return _dgelu32(dy, x)
+        return _dgelu32(dy, x, out)
     phi = _INV_SQRT_2PI * np.exp(-0.5 * (x * x))      # (...), the normal pdf
-    return dy * (_ndtr64(x) + x * phi)
+    return np.multiply(dy, _ndtr64(x) + x * phi, out=out)
 
 
 # ---------------------------------------------------------------------------
@@ -286,9 +295,9 @@ def gelu_backward(dy, cache):
 #   dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) inner'(x),   t = tanh(inner(x))
 # ---------------------------------------------------------------------------
 
-def _tanh_gelu_backward(dy, x, t, dinner):
+def _tanh_gelu_backward(dy, x, t, dinner, out=None):
     """dy * d/dx [0.5 x (1 + t)] given t = tanh(inner(x)) and inner'(x)."""
-    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dinner)
+    return np.multiply(dy, 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dinner, out=out)
 
 
 def gelu_new_forward(x):
@@ -298,13 +307,13 @@ def gelu_new_forward(x):
     return 0.5 * x * (1.0 + t), x
 
 
-def gelu_new_backward(dy, cache):
+def gelu_new_backward(dy, cache, out=None):
     """inner = sqrt(2/pi) (x + k x^3),  inner' = sqrt(2/pi) (1 + 3 k x^2)."""
     x = cache
     x2 = x * x
     t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_TANH_KAPPA * (x2 * x)))
     dinner = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_TANH_KAPPA * x2)
-    return _tanh_gelu_backward(dy, x, t, dinner)
+    return _tanh_gelu_backward(dy, x, t, dinner, out)
 
 
 def gelu_pytorch_tanh_forward(x):
@@ -312,8 +321,8 @@ def gelu_pytorch_tanh_forward(x):
     return gelu_new_forward(x)
 
 
-def gelu_pytorch_tanh_backward(dy, cache):
-    return gelu_new_backward(dy, cache)
+def gelu_pytorch_tanh_backward(dy, cache, out=None):
+    return gelu_new_backward(dy, cache, out)
 
 
 def gelu_fast_forward(x):
@@ -323,13 +332,13 @@ def gelu_fast_forward(x):
     return 0.5 * x * (1.0 + t), x
 
 
-def gelu_fast_backward(dy, cache):
+def gelu_fast_backward(dy, cache, out=None):
     """inner = c x (1 + k x^2),  inner' = c (1 + 3 k x^2)."""
     x = cache
     x2 = x * x
     t = np.tanh(_GELU_FAST_C * x * (1.0 + _GELU_TANH_KAPPA * x2))
     dinner = _GELU_FAST_C * (1.0 + 3.0 * _GELU_TANH_KAPPA * x2)
-    return _tanh_gelu_backward(dy, x, t, dinner)
+    return _tanh_gelu_backward(dy, x, t, dinner, out)
 
 
 # ---------------------------------------------------------------------------
@@ -349,10 +358,10 @@ def sigmoid_forward(x):
     return y, y
 
 
-def sigmoid_backward(dy, cache):
+def sigmoid_backward(dy, cache, out=None):
     """dx = dy * y (1 - y)."""
     y = cache
-    return dy * (y * (1.0 - y))
+    return np.multiply(dy, y * (1.0 - y), out=out)
 
 
 def silu_forward(x):
@@ -361,11 +370,11 @@ def silu_forward(x):
     return x * _sigmoid(x), x
 
 
-def silu_backward(dy, cache):
+def silu_backward(dy, cache, out=None):
     """dx = dy * s (1 + x (1 - s)),  s = sigmoid(x)."""
     x = cache
     s = _sigmoid(x)
-    return dy * (s * (1.0 + x * (1.0 - s)))
+    return np.multiply(dy, s * (1.0 + x * (1.0 - s)), out=out)
 
 
 swish_forward = silu_forward
@@ -378,11 +387,11 @@ def quick_gelu_forward(x):
     return x * _sigmoid(_QUICK_GELU_ALPHA * x), x
 
 
-def quick_gelu_backward(dy, cache):
+def quick_gelu_backward(dy, cache, out=None):
     """dx = dy * (s + 1.702 x s (1 - s)),  s = sigmoid(1.702 x)."""
     x = cache
     s = _sigmoid(_QUICK_GELU_ALPHA * x)
-    return dy * (s + _QUICK_GELU_ALPHA * x * (s * (1.0 - s)))
+    return np.multiply(dy, s + _QUICK_GELU_ALPHA * x * (s * (1.0 - s)), out=out)
 
 
 # ---------------------------------------------------------------------------
@@ -395,10 +404,14 @@ def relu_forward(x):
     return np.maximum(x, 0), x
 
 
-def relu_backward(dy, cache):
+def relu_backward(dy, cache, out=None):
     """dx = dy where x > 0, else 0 (torch: the gradient at x == 0 is 0)."""
     x = cache
-    return np.where(x > 0, dy, 0).astype(dy.dtype, copy=False)
+    dx = np.where(x > 0, dy, 0).astype(dy.dtype, copy=False)
+    if out is None:
+        return dx
+    out[...] = dx
+    return out
 
 
 def tanh_forward(x):
@@ -408,10 +421,10 @@ def tanh_forward(x):
     return y, y
 
 
-def tanh_backward(dy, cache):
+def tanh_backward(dy, cache, out=None):
     """dx = dy * (1 - y^2)."""
     y = cache
-    return dy * (1.0 - y * y)
+    return np.multiply(dy, 1.0 - y * y, out=out)
 
 
 def linear_forward(x):
@@ -420,9 +433,12 @@ def linear_forward(x):
     return x.copy(), None
 
 
-def linear_backward(dy, cache):
-    """dx = dy (a copy)."""
-    return np.array(dy, copy=True)
+def linear_backward(dy, cache, out=None):
+    """dx = dy (a copy, or dy written to `out`)."""
+    if out is None:
+        return np.array(dy, copy=True)
+    out[...] = dy
+    return out
 
 
 # ---------------------------------------------------------------------------

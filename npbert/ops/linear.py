@@ -16,10 +16,21 @@ def linear_forward(x, weight, bias=None):
 def linear_backward(dy, cache):
     """Returns (dx, {"weight": dW, "bias": db}); dW has W's (out, in) shape."""
     x, weight, has_bias = cache
+    grads = linear_param_grads(dy, x, has_bias)
+    return linear_input_grad(dy, weight, x.shape), grads
+
+
+def linear_param_grads(dy, x, has_bias=True):
+    """{"weight": dW (out, in), "bias": db (out,)}.   in the forward: y = x @ W.T + b"""
     dy2 = dy.reshape(-1, dy.shape[-1])             # (M, out)
     x2 = x.reshape(-1, x.shape[-1])                # (M, in)
-    dx = (dy2 @ weight).reshape(x.shape)           # (..., in);   in the forward: y = x @ W.T
     grads = {"weight": dy2.T @ x2}                 # (out, in)
     if has_bias:
         grads["bias"] = dy2.sum(axis=0)            # (out,)
-    return dx, grads
+    return grads
+
+
+def linear_input_grad(dy, weight, x_shape):
+    """dx = dy @ W, shaped as the forward's x.   (The two halves of linear_backward are
+    separate so that a caller can free x between them: see BertSelfOutput.backward.)"""
+    return (dy.reshape(-1, dy.shape[-1]) @ weight).reshape(x_shape)

@@ -16,10 +16,13 @@ def softmax_forward(x, out=None):
     return y, y
 
 
-def softmax_backward(dy, cache):
-    """dx = y * (dy - sum(dy * y)): the Jacobian diag(y) - y y^T applied to dy, row by row."""
+def softmax_backward(dy, cache, out=None):
+    """dx = y * (dy - sum(dy * y)): the Jacobian diag(y) - y y^T applied to dy, row by row.
+
+    `out=dy` computes in place, for a caller that owns `dy` (attention's backward); otherwise
+    a new array is returned and `dy` is left alone."""
     y = cache
-    dx = dy * y                                           # (..., T)
-    s = dx.sum(axis=-1, keepdims=True)                    # (..., 1) = sum_j dy_j y_j
-    dx -= y * s
+    s = np.einsum("...t,...t->...", dy, y)[..., None]     # (..., 1) = sum_j dy_j y_j, no temporary
+    dx = np.subtract(dy, s, out=out)                      # (..., T)
+    dx *= y
     return dx

@@ -301,6 +301,21 @@ def test_set_num_threads_rejects_zero():
         act.set_num_threads(0)
 
 
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_backward_into_out_equals_a_fresh_result(name, dtype):
+    """backward(dy, cache, out=dy) writes exactly the numbers backward(dy, cache) returns into
+    dy's memory (the float32 GELU reads every dy before writing dx, chunk by chunk); across
+    several 64K-element chunks, so the chunk loop is exercised too."""
+    forward, backward = get_activation(name)
+    x = away_from_kink((3, 70000), seed=5).astype(dtype)
+    dy = np.random.default_rng(6).standard_normal(x.shape).astype(dtype)
+    _, cache = forward(x)
+    expected = backward(dy, cache)
+    dx = backward(dy, cache, out=dy)
+    assert dx is dy and np.array_equal(dy, expected)
+
+
 def test_unknown_activation_is_a_clear_error():
     with pytest.raises(ValueError) as info:
         get_activation("gelu_exact")

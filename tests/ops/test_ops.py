@@ -224,6 +224,17 @@ def test_softmax_vs_torch_and_large_inputs():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_backward_in_place(dtype):
+    """softmax_backward(dy, y, out=dy) (attention's backward) gives the numbers of the default call."""
+    r = rng(20)
+    y, cache = softmax_forward(r.standard_normal((3, 5, 9)).astype(dtype))
+    dy = r.standard_normal((3, 5, 9)).astype(dtype)
+    expected = softmax_backward(dy, cache)
+    dx = softmax_backward(dy, cache, out=dy)
+    assert dx is dy and np.array_equal(dy, expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_softmax_dtype_no_mutation(dtype):
     r = rng(14)
     x, dy = r.standard_normal((2, 4)).astype(dtype), r.standard_normal((2, 4)).astype(dtype)
