@@ -98,7 +98,6 @@ class BertSelfAttention(Module):
         q, k, v, probs = cache["q"], cache["k"], cache["v"], cache["probs"]
         B, N, T, D = q.shape
         scale = q.dtype.type(self.scaling)
-        H = self.config.hidden_size
         dctx = self.split_heads(dcontext)                                         # (B, N, F, D)
         dprobs_total = np.empty_like(probs)                                       # (B, N, F, T)
         dq, dk, dv = (np.empty_like(dcontext) for _ in range(3))                  # (B, T, H) each
@@ -135,16 +134,13 @@ class BertSelfAttention(Module):
 
         # in the forward: Q = x Wq^T + bq, K = x Wk^T + bk, V = x Wv^T + bv (one stacked GEMM);
         # x fed all three, so dx = dQ Wq + dK Wk + dV Wv.
-        x2 = x.reshape(-1, H)                                                     # (B*T, H)
-        grads, dx = {}, None
+        grads = {}
         for name, d in (("query", dq), ("key", dk), ("value", dv)):
-            d2 = d.reshape(-1, H)                                                 # (B*T, H)
-            grads.update(self.prefixed(name, linear_param_grads(d2, x2)))         # (H, H), (H,)
-            if dx is None:
-                dx = d2 @ self.p(f"{name}.weight")                                # (B*T, H)
-            else:
-                dx += d2 @ self.p(f"{name}.weight")
-        return dx.reshape(x.shape), grads
+            grads.update(self.prefixed(name, linear_param_grads(d, x)))           # (H, H), (H,)
+        dx = linear_input_grad(dq, self.p("query.weight"), x.shape)               # (B, T, H)
+        dx += linear_input_grad(dk, self.p("key.weight"), x.shape)
+        dx += linear_input_grad(dv, self.p("value.weight"), x.shape)
+        return dx, grads
 
 
 class BertSelfOutput(Module):

@@ -63,6 +63,14 @@ _GELU_FAST_C = 0.7978845608                   # gelu_fast's truncated sqrt(2/pi)
 _QUICK_GELU_ALPHA = 1.702
 
 
+def _into(dx, out):
+    """dx, or dx copied into `out` when the caller gave one (and it is not dx already)."""
+    if out is None or out is dx:
+        return dx
+    out[...] = dx
+    return out
+
+
 def _float_array(x, name="x"):
     """`x` as an ndarray of a float dtype we compute in (float32 or float64)."""
     x = np.asarray(x)
@@ -259,10 +267,7 @@ def _dgelu32(dy, x, out=None):
     else:
         dx = out
     _run_chunked(_dgelu32_kernel, 2, dx.reshape(-1), x.reshape(-1), dy.reshape(-1))
-    if out is not None and dx is not out:
-        out[...] = dx
-        return out
-    return dx
+    return _into(dx, out)
 
 
 # ---------------------------------------------------------------------------
@@ -407,11 +412,7 @@ def relu_forward(x):
 def relu_backward(dy, cache, out=None):
     """dx = dy where x > 0, else 0 (torch: the gradient at x == 0 is 0)."""
     x = cache
-    dx = np.where(x > 0, dy, 0).astype(dy.dtype, copy=False)
-    if out is None:
-        return dx
-    out[...] = dx
-    return out
+    return _into(np.where(x > 0, dy, 0).astype(dy.dtype, copy=False), out)
 
 
 def tanh_forward(x):
@@ -435,10 +436,7 @@ def linear_forward(x):
 
 def linear_backward(dy, cache, out=None):
     """dx = dy (a copy, or dy written to `out`)."""
-    if out is None:
-        return np.array(dy, copy=True)
-    out[...] = dy
-    return out
+    return np.array(dy, copy=True) if out is None else _into(dy, out)
 
 
 # ---------------------------------------------------------------------------
