@@ -1,4 +1,4 @@
-"""`python -m npbert ...`: the same as the `npbert` console script (see npbert/cli.py)."""
+"""`python -m npbert ...`: the same as the `npbert` console script (see npbert/cli/)."""
 import sys
 
 from npbert.cli import main

@@ -1,4 +1,4 @@
-"""The `npbert` command line.
+"""`npbert explain`.
 
     npbert explain [--model DIR] [--text "..."] [--dtype float32|float64] [--seed N] [--random]
 
@@ -20,13 +20,14 @@ asks for the random model even when the checkpoint is installed.
     H = hidden size, N = attention heads, D = H / N head size, I = intermediate size,
     V = vocab size, P = max position embeddings, Y = type vocab size, L = layers
 """
-import argparse
 import os
 import re
 import sys
 import time
 
 import numpy as np
+
+from npbert.cli.common import CliError, non_negative_int
 
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog."
 
@@ -47,34 +48,8 @@ ENTRIES = (3, 3)          # per checked tensor: the entries with the largest |gr
 FULL_CHECK_MAX = 60       # check every parameter tensor when the model has at most this many
 
 
-class CliError(Exception):
-    """A problem the user can fix (a bad path, a bad option); printed without a traceback."""
-
-    def __init__(self, message, status=1):
-        super().__init__(message)
-        self.status = status
-
-
-# ---- the command line ------------------------------------------------------------------------
-
-def _seed(text):
-    """argparse type: a non-negative integer (what np.random.default_rng accepts)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
-    return value
-
-
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="npbert",
-        description="npbert: a NumPy-only reference implementation of BERT (forward and hand-written backward).",
-        epilog="Run `npbert explain` for a walk through one sentence; docs/index.md is the read-along.")
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+def add_parser(commands):
+    """Register `npbert explain` on the subparsers of the `npbert` command."""
     explain = commands.add_parser(
         "explain", help="run a sentence through a small BERT, stage by stage, and check its gradients",
         description="Run a sentence through a small BERT and print every tensor of the forward pass "
@@ -89,28 +64,14 @@ def build_parser():
     explain.add_argument("--text", default=DEFAULT_TEXT, help=f"the sentence (default: {DEFAULT_TEXT!r})")
     explain.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                          help="dtype of the forward walk (the gradient check always runs in float64)")
-    explain.add_argument("--seed", type=_seed, default=0,
+    explain.add_argument("--seed", type=non_negative_int, default=0,
                          help="seed of the random model, the upstream gradients and the sampled entries")
-    return parser
+    explain.set_defaults(run=explain_command)
+    return explain
 
 
-def main(argv=None):
-    """Entry point of the `npbert` console script and of `python -m npbert`.  Returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)           # unknown commands and options: a message and exit status 2
-    if args.version:
-        from npbert import __version__
-        print(f"npbert {__version__}")
-        return 0
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        print("\nnpbert: error: a command is required (e.g. `npbert explain`)", file=sys.stderr)
-        return 2
-    try:
-        return explain(args)
-    except CliError as e:
-        print(f"npbert {args.command}: error: {e}", file=sys.stderr)
-        return e.status
+def explain_command(args):
+    return explain(args)
 
 
 # ---- model and tokenizer ---------------------------------------------------------------------
