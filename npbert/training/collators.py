@@ -80,7 +80,7 @@ class DataCollatorWithPadding:
         self.tokenizer, self.padding, self.max_length, self.pad_to_multiple_of = (
             tokenizer, padding, max_length, pad_to_multiple_of)
 
-    def _pad(self, features, pad_labels=False):
+    def _pad(self, features):
         _check_examples(features)
         features = [_rename_label(f) for f in features]
         if "input_ids" not in features[0]:
@@ -93,7 +93,7 @@ class DataCollatorWithPadding:
         batch = {}
         for key in features[0]:
             values = [f[key] for f in features]
-            if key in _SEQUENCE_FIELDS or (pad_labels and key == "labels"):
+            if key in _SEQUENCE_FIELDS:
                 out = np.full((len(values), length), pad_values[key], dtype=np.int64)
                 for i, v in enumerate(values):
                     v = np.asarray(v, dtype=np.int64)
@@ -121,9 +121,11 @@ class DataCollatorForTokenClassification(DataCollatorWithPadding):
         self.label_pad_token_id = label_pad_token_id
 
     def __call__(self, features):
-        batch = self._pad([_rename_label(f) for f in features], pad_labels=False)
-        if "labels" in batch or "labels" in features[0]:
-            labels = [np.asarray(_rename_label(f)["labels"], dtype=np.int64) for f in features]
+        _check_examples(features)
+        features = [_rename_label(f) for f in features]
+        batch = self._pad([{k: v for k, v in f.items() if k != "labels"} for f in features])
+        if "labels" in features[0]:
+            labels = [np.asarray(f["labels"], dtype=np.int64) for f in features]
             out = np.full(batch["input_ids"].shape, self.label_pad_token_id, dtype=np.int64)
             for i, v in enumerate(labels):
                 if len(v) != len(features[i]["input_ids"]):
