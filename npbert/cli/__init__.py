@@ -14,7 +14,12 @@ from npbert.cli.common import CliError
 
 # The commands, in the order `npbert --help` lists them: module names under npbert/cli/.
 COMMANDS = [
+    "demo",
     "explain",
+    "build_vocab",
+    "create_pretraining_data",
+    "pretrain",
+    "fill_mask",
 ]
 
 

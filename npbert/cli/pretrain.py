@@ -1,0 +1,144 @@
+"""`npbert pretrain`: pre-train a BERT (masked LM + next sentence prediction) with the Trainer.
+
+Input: a .h5 features file from `npbert create-pretraining-data` (static masks, as Google's
+run_pretraining.py), or a text corpus (one sentence a line, blank lines between documents),
+which is turned into instances here with the same algorithm.  --dynamic_masking draws new
+masks every batch instead (DataCollatorForLanguageModeling, as RoBERTa / transformers'
+run_mlm.py); the next-sentence pairs stay those of the instances.
+"""
+import os
+import sys
+
+from npbert.cli.common import CliError, add_training_arguments, non_negative_int, positive_int, training_arguments
+
+
+def add_parser(commands):
+    p = commands.add_parser("pretrain", help="pre-train a BERT from scratch (MLM + NSP) on a corpus",
+                            description=__doc__.split("\n\n")[0])
+    p.add_argument("--train_file", required=True, help=".h5 features, or a text corpus")
+    p.add_argument("--validation_file", help=".h5 features or a text corpus to evaluate MLM / NSP accuracy on")
+    p.add_argument("--vocab_file", help="vocab.txt (needed for a text corpus; saved with the model)")
+    p.add_argument("--output_dir", required=True)
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--model_size", choices=("tiny", "mini", "small", "medium", "base"), default="tiny",
+                      help="Google's sizes: tiny L2/H128, mini L4/H256, small L4/H512, medium L8/H512, base L12/H768")
+    size.add_argument("--config", help="a config.json instead of --model_size")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--model_seed", type=non_negative_int, default=0, help="seed of the initial weights")
+    p.add_argument("--dynamic_masking", action="store_true", help="new masks every batch (collator)")
+    p.add_argument("--resume_from_checkpoint", nargs="?", const=True, default=None, metavar="DIR",
+                   help="continue from DIR, or from the latest checkpoint in --output_dir")
+    data = p.add_argument_group("instances from a text corpus (create-pretraining-data's flags)")
+    data.add_argument("--max_seq_length", type=positive_int, default=128)
+    data.add_argument("--max_predictions_per_seq", type=positive_int, default=20)
+    data.add_argument("--dupe_factor", type=positive_int, default=5)
+    data.add_argument("--masked_lm_prob", type=float, default=0.15)
+    data.add_argument("--short_seq_prob", type=float, default=0.1)
+    data.add_argument("--do_whole_word_mask", action="store_true")
+    data.add_argument("--random_seed", type=non_negative_int, default=12345)
+    add_training_arguments(p, per_device_train_batch_size=32, learning_rate=1e-4, weight_decay=0.01,
+                           warmup_ratio=0.01, logging_steps=10, save_steps=500)
+    p.set_defaults(run=run)
+
+
+def load_dataset(path, tokenizer, args, seed_offset=0):
+    """A PretrainingDataset from a .h5 features file or a text corpus."""
+    from npbert.cli.create_pretraining_data import make_features
+    from npbert.data import PretrainingDataset
+    if not os.path.isfile(path):
+        raise CliError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        is_h5 = f.read(8) == b"\x89HDF\r\n\x1a\n"
+    if is_h5:
+        try:
+            ds = PretrainingDataset(path)
+        except ValueError as e:
+            raise CliError(str(e)) from None
+        if tokenizer is not None and ds.vocab_size != len(tokenizer):
+            raise CliError(f"{path} was made with a vocabulary of {ds.vocab_size} tokens; --vocab_file has "
+                           f"{len(tokenizer)}")
+        return ds
+    if tokenizer is None:
+        raise CliError(f"{path} is a text corpus: --vocab_file is needed to tokenize it")
+    feats, _ = make_features([path], tokenizer, args, rng_seed=args.random_seed + seed_offset)
+    return PretrainingDataset(feats)
+
+
+class DynamicMasking:
+    """The instances with their original tokens back (no static masks), for a masking collator."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, i):
+        ex = dict(self.dataset[i])
+        labels = ex.pop("labels")
+        ids = ex["input_ids"].copy()
+        ids[labels != -100] = labels[labels != -100]
+        n = int(ex["attention_mask"].sum())
+        return {"input_ids": ids[:n], "token_type_ids": ex["token_type_ids"][:n],
+                "next_sentence_label": ex["next_sentence_label"]}
+
+
+def build_model(args, vocab_size, max_positions):
+    import numpy as np
+
+    import npbert
+    from npbert.data.pretrain import config_for_size
+    if args.config:
+        try:
+            config = npbert.BertConfig.from_json_file(args.config)
+        except (OSError, ValueError) as e:
+            raise CliError(f"--config {args.config}: {e}") from None
+        if config.vocab_size != vocab_size:
+            raise CliError(f"--config has vocab_size {config.vocab_size}, the data {vocab_size}")
+    else:
+        config = config_for_size(args.model_size, vocab_size, max_position_embeddings=max_positions)
+    if max_positions > config.max_position_embeddings:
+        raise CliError(f"max_seq_length {max_positions} is more than the model's max_position_embeddings "
+                       f"{config.max_position_embeddings}")
+    return npbert.BertForPreTraining(config, seed=args.model_seed, dtype=np.dtype(args.dtype).type)
+
+
+def run(args):
+    import npbert
+    from npbert.data.pretrain import compute_pretraining_metrics, preprocess_logits_for_metrics
+    from npbert.training import DataCollatorForLanguageModeling, Trainer, default_data_collator
+    tokenizer = None
+    if args.vocab_file:
+        if not os.path.isfile(args.vocab_file):
+            raise CliError(f"--vocab_file {args.vocab_file}: no such file")
+        tokenizer = npbert.BertTokenizer(args.vocab_file)
+    train = load_dataset(args.train_file, tokenizer, args)
+    evals = load_dataset(args.validation_file, tokenizer, args, seed_offset=1) if args.validation_file else None
+    vocab_size = len(tokenizer) if tokenizer else train.vocab_size
+    T = train.features["input_ids"].shape[1]
+    model = build_model(args, vocab_size, T)
+    collator = default_data_collator
+    if args.dynamic_masking:
+        if tokenizer is None:
+            raise CliError("--dynamic_masking needs --vocab_file")
+        train = DynamicMasking(train)
+        collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.masked_lm_prob, seed=args.seed)
+    targs = training_arguments(args, args.output_dir,
+                               eval_strategy=args.eval_strategy if evals is not None else "no")
+    trainer = Trainer(model, targs, train_dataset=train, eval_dataset=evals, data_collator=collator,
+                      compute_metrics=compute_pretraining_metrics,
+                      preprocess_logits_for_metrics=preprocess_logits_for_metrics, processing_class=tokenizer)
+    print(f"pre-training {model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
+          f"vocab {vocab_size}: {model.num_parameters():,} parameters, {len(train)} training sequences of "
+          f"{T} tokens", file=sys.stderr)
+    try:
+        result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
+    except FloatingPointError as e:
+        raise CliError(str(e)) from None
+    trainer.save_model(args.output_dir)
+    if evals is not None:
+        metrics = trainer.evaluate()
+        print(f"eval: MLM accuracy {metrics['eval_mlm_accuracy']:.3f}, NSP accuracy {metrics['eval_nsp_accuracy']:.3f}")
+    print(f"saved the model and vocab.txt to {args.output_dir} ({result.global_step} steps, final training loss "
+          f"{result.training_loss:.3f})")
+    return 0
