@@ -1,0 +1,1 @@
+"""Fine-tuning tasks: data readers, features, metrics and the task modules `npbert finetune` runs."""
