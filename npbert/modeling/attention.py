@@ -136,7 +136,8 @@ class BertSelfAttention(Module):
         # x fed all three, so dx = dQ Wq + dK Wk + dV Wv.
         grads = {}
         for name, d in (("query", dq), ("key", dk), ("value", dv)):
-            grads.update(self.prefixed(name, linear_param_grads(d, x)))           # (H, H), (H,)
+            if self.trainable(name + ".weight") or self.trainable(name + ".bias"):
+                grads.update(self.prefixed(name, linear_param_grads(d, x)))       # (H, H), (H,)
         dx = linear_input_grad(dq, self.p("query.weight"), x.shape)               # (B, T, H)
         dx += linear_input_grad(dk, self.p("key.weight"), x.shape)
         dx += linear_input_grad(dv, self.p("value.weight"), x.shape)
@@ -169,7 +170,8 @@ class BertSelfOutput(Module):
         dh = dropout_backward(dsum, cache["dropout"])
         x, weight, _ = cache["dense"]
         self.release(cache)
-        grads.update(self.prefixed("dense", linear_param_grads(dh, x)))
+        if self.trainable("dense.weight") or self.trainable("dense.bias"):
+            grads.update(self.prefixed("dense", linear_param_grads(dh, x)))
         x_shape = x.shape
         del x           # the dense input (in BertOutput the (B, T, I) GELU output) goes before dx is made
         dx = linear_input_grad(dh, weight, x_shape)

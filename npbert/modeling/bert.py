@@ -166,6 +166,14 @@ class BertModel(BertPreTrainedModel):
         if attentions is not None and not cache["attentions"]:
             raise ValueError("a gradient for attentions was given, but the forward had output_attentions=False")
         dlast = _upstream("last_hidden_state", last_hidden_state, (B, T, H), dtype)
+        dhidden = _upstream_list("hidden_states", hidden_states, L + 1, (B, T, H), dtype)
+        dattn = _upstream_list("attentions", attentions, L, (B, N, T, T), dtype)
+        # With frozen parameters (model.freeze) the backward ends at the lowest layer that has a
+        # trainable parameter: nothing below it needs a gradient.
+        stop = self._lowest_layer_needing_grad()
+        if stop == L and (self.pooler is None or not self.pooler.trainable("dense.weight")
+                          and not self.pooler.trainable("dense.bias")):
+            return {}, None                                  # the whole base model is frozen
         dlast = np.zeros((B, T, H), dtype=dtype) if dlast is None else dlast.copy()
         grads = {}
         if self.pooler is not None:
@@ -173,13 +181,29 @@ class BertModel(BertPreTrainedModel):
             if dpooled is not None:
                 dseq, grads = self.pooler.backward(dpooled, cache["pooler"])
                 dlast += dseq
-        dhidden = _upstream_list("hidden_states", hidden_states, L + 1, (B, T, H), dtype)
-        dattn = _upstream_list("attentions", attentions, L, (B, N, T, T), dtype)
-        dembedding_output, g = self.encoder.backward(dlast, cache["encoder"], dhidden, dattn)
+        if stop == L:
+            return grads, None                               # only the pooler is trainable
+        dembedding_output, g = self.encoder.backward(dlast, cache["encoder"], dhidden, dattn, stop=stop)
         grads.update(g)
+        if dembedding_output is None:
+            return grads, None
         dinputs_embeds, g = self.embeddings.backward(dembedding_output, cache["embeddings"])
         grads.update(g)
         return grads, dinputs_embeds
+
+    def _lowest_layer_needing_grad(self):
+        """0 when the embeddings (or model.inputs_embeds_grad) need a gradient, else the lowest
+        encoder layer holding a trainable parameter (L when none does)."""
+        frozen = self.state.frozen
+        if not frozen or self.state.need_inputs_embeds_grad:
+            return 0
+        trainable = [n for n in self.state.params if n.startswith(self.prefix) and n not in frozen]
+        if any(n.startswith(self.prefix + "embeddings.") for n in trainable):
+            return 0
+        L = self.config.num_hidden_layers
+        layers = [int(n[len(self.prefix + "encoder.layer."):].split(".")[0])
+                  for n in trainable if n.startswith(self.prefix + "encoder.layer.")]
+        return min(layers, default=L)
 
 
 def _upstream(name, value, shape, dtype):

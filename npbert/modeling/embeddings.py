@@ -51,9 +51,12 @@ class BertEmbeddings(Module):
         de, g = layer_norm_backward(de, cache["ln"])
         grads.update(self.prefixed("LayerNorm", g))
         # embeddings = inputs_embeds + token_type_embeddings + position_embeddings
-        if "word" in cache:
+        # (a frozen table's scatter-add is skipped: model.freeze)
+        if "word" in cache and self.trainable("word_embeddings.weight"):
             grads[self.prefix + "word_embeddings.weight"] = embedding_backward(de, cache["word"], self.config.pad_token_id)
-        grads[self.prefix + "position_embeddings.weight"] = embedding_backward(de, cache["pos"])
-        grads[self.prefix + "token_type_embeddings.weight"] = embedding_backward(de, cache["type"])
+        if self.trainable("position_embeddings.weight"):
+            grads[self.prefix + "position_embeddings.weight"] = embedding_backward(de, cache["pos"])
+        if self.trainable("token_type_embeddings.weight"):
+            grads[self.prefix + "token_type_embeddings.weight"] = embedding_backward(de, cache["type"])
         self.release(cache)
         return de, grads

@@ -68,13 +68,16 @@ class BertEncoder(Module):
             all_attentions = tuple(all_attentions)
         return hidden_states, all_hidden_states, all_attentions, caches
 
-    def backward(self, dout, caches, dhidden_states=None, dattentions=None):
+    def backward(self, dout, caches, dhidden_states=None, dattentions=None, stop=0):
         """dout: (B, T, H) gradient of the last hidden state (zeros if it had none); dhidden_states: L+1
         optional gradients of every hidden state; dattentions: L optional gradients of the
-        attention probabilities.  Returns (d embedding_output (B, T, H), grads)."""
+        attention probabilities.  Returns (d embedding_output (B, T, H), grads).
+
+        stop > 0: layers below `stop` hold only frozen parameters and nothing below them needs a
+        gradient (model.freeze), so the backward ends after layer `stop` and returns (None, grads)."""
         grads = {}
         dx = dout
-        for i in reversed(range(len(self.layer))):
+        for i in reversed(range(stop, len(self.layer))):
             if dhidden_states is not None and dhidden_states[i + 1] is not None:
                 dx = dx + dhidden_states[i + 1]       # hidden state i+1 is also an output
             dprobs = None if dattentions is None else dattentions[i]
@@ -82,6 +85,8 @@ class BertEncoder(Module):
             grads.update(g)
             if self.state.release_caches:
                 caches[i] = None                      # layer i's activations are no longer needed
+        if stop > 0:
+            return None, grads
         if dhidden_states is not None and dhidden_states[0] is not None:
             dx = dx + dhidden_states[0]
         return dx, grads

@@ -3,7 +3,7 @@
     B = batch, T = sequence length, H = hidden size, I = intermediate size
 """
 from npbert.ops.activations import get_activation
-from npbert.ops.linear import linear_backward, linear_forward
+from npbert.ops.linear import linear_forward
 
 from .attention import BertSelfOutput
 from .module import Module
@@ -29,8 +29,7 @@ class BertIntermediate(Module):
         dh = self.act_backward(dout, cache["act"], out=dout if overwrite_dout else None)   # (B, T, I)
         dense_cache = cache["dense"]
         self.release(cache)                      # the activation's (B, T, I) input goes before the GEMMs
-        dx, g = linear_backward(dh, dense_cache)                                  # (B, T, H)
-        return dx, self.prefixed("dense", g)
+        return self.linear_backward("dense", dh, dense_cache)                     # (B, T, H), grads
 
 
 class BertOutput(BertSelfOutput):

@@ -33,7 +33,7 @@ import numpy as np
 from npbert.ops.activations import get_activation
 from npbert.ops.dropout import dropout_backward, dropout_forward
 from npbert.ops.layer_norm import layer_norm_backward, layer_norm_forward
-from npbert.ops.linear import linear_backward, linear_forward
+from npbert.ops.linear import linear_forward, linear_input_grad, linear_param_grads
 from npbert.ops.losses import (bce_with_logits_backward, bce_with_logits_forward, cross_entropy_backward,
                                cross_entropy_forward, mse_backward, mse_forward)
 
@@ -75,8 +75,8 @@ class BertPredictionHeadTransform(Module):
         dense_cache, act_cache, ln_cache = cache
         dh, g_ln = layer_norm_backward(dout, ln_cache)
         dh = self.act_backward(dh, act_cache)
-        dx, g_dense = linear_backward(dh, dense_cache)
-        return dx, {**self.prefixed("dense", g_dense), **self.prefixed("LayerNorm", g_ln)}
+        dx, g_dense = self.linear_backward("dense", dh, dense_cache)
+        return dx, {**g_dense, **self.prefixed("LayerNorm", g_ln)}
 
 
 class BertLMPredictionHead(Module):
@@ -102,9 +102,14 @@ class BertLMPredictionHead(Module):
 
     def backward(self, dlogits, cache):
         transform_cache, decoder_cache = cache
-        dh, g = linear_backward(dlogits, decoder_cache)                              # in the forward: logits = h @ W.T + b
-        grads = {self.prefix + "decoder.weight": g["weight"],                        # (V, H), one of W's two uses
-                 self.prefix + "bias": g["bias"]}                                    # (V,)
+        # in the forward: logits = h @ W.T + b
+        h, weight, _ = decoder_cache
+        dh = linear_input_grad(dlogits, weight, h.shape)                             # (B, T, H)
+        grads = {}
+        if self.decoder_weight not in self.state.frozen:                             # the (V, H) GEMM, skipped when frozen
+            grads[self.prefix + "decoder.weight"] = linear_param_grads(dlogits, h, has_bias=False)["weight"]   # (V, H), one of W's two uses
+        if self.trainable("bias"):
+            grads[self.prefix + "bias"] = dlogits.reshape(-1, dlogits.shape[-1]).sum(axis=0)                  # (V,)
         dx, g = self.transform.backward(dh, transform_cache)
         grads.update(g)
         return dx, grads
@@ -135,8 +140,7 @@ class BertOnlyNSPHead(Module):
         return linear_forward(pooled_output, self.p("seq_relationship.weight"), self.p("seq_relationship.bias"))
 
     def backward(self, dscore, cache):
-        dpooled, g = linear_backward(dscore, cache)
-        return dpooled, self.prefixed("seq_relationship", g)
+        return self.linear_backward("seq_relationship", dscore, cache)
 
 
 class BertPreTrainingHeads(Module):
@@ -157,8 +161,8 @@ class BertPreTrainingHeads(Module):
         """Returns (d sequence_output (B, T, H), d pooled_output (B, H), grads)."""
         predictions_cache, nsp_cache = cache
         dsequence, grads = self.predictions.backward(dprediction_scores, predictions_cache)
-        dpooled, g = linear_backward(dseq_relationship_score, nsp_cache)
-        grads.update(self.prefixed("seq_relationship", g))
+        dpooled, g = self.linear_backward("seq_relationship", dseq_relationship_score, nsp_cache)
+        grads.update(g)
         return dsequence, dpooled, grads
 
 
@@ -172,7 +176,9 @@ class BertPreTrainingHeads(Module):
 #     d loss / d W = (gradient of the lookup) + (gradient of the decoder).
 # This is the one place where the two are added.
 def _sum_tied_decoder_gradient(grads):
-    d_decoder = grads.pop(DECODER_WEIGHT)             # (V, H) = dlogits^T @ h, every row
+    d_decoder = grads.pop(DECODER_WEIGHT, None)       # (V, H) = dlogits^T @ h, every row; absent when frozen
+    if d_decoder is None:
+        return
     d_lookup = grads.get(WORD_EMBEDDINGS)             # (V, H) scatter-add, padding row 0; absent with inputs_embeds
     grads[WORD_EMBEDDINGS] = d_decoder if d_lookup is None else d_lookup + d_decoder
 
@@ -514,9 +520,9 @@ class BertForSequenceClassification(_BertHeadModel):
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, K)
         if dloss is not None:
             dlogits += self._loss_backward(dloss, cache["loss"], cache["shape"])
-        dpooled, g = linear_backward(dlogits, cache["classifier"])                                  # (B, H)
+        dpooled, g = self.linear_backward("classifier", dlogits, cache["classifier"])                # (B, H)
         dpooled = dropout_backward(dpooled, cache["dropout"])
-        return self._bert_backward(cache["bert"], self.prefixed("classifier", g), hidden_states, attentions,
+        return self._bert_backward(cache["bert"], g, hidden_states, attentions,
                                    pooler_output=dpooled)
 
 
@@ -556,9 +562,9 @@ class BertForTokenClassification(_BertHeadModel):
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, T, K)
         if dloss is not None:
             dlogits += cross_entropy_backward(dloss, cache["loss"])
-        dsequence, g = linear_backward(dlogits, cache["classifier"])                                # (B, T, H)
+        dsequence, g = self.linear_backward("classifier", dlogits, cache["classifier"])              # (B, T, H)
         dsequence = dropout_backward(dsequence, cache["dropout"])
-        return self._bert_backward(cache["bert"], self.prefixed("classifier", g), hidden_states, attentions,
+        return self._bert_backward(cache["bert"], g, hidden_states, attentions,
                                    last_hidden_state=dsequence)
 
 
@@ -629,11 +635,13 @@ class BertForMultipleChoice(_BertHeadModel):
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, C)
         if dloss is not None:
             dlogits += cross_entropy_backward(dloss, cache["loss"])
-        dpooled, g = linear_backward(dlogits.reshape(-1, 1), cache["classifier"])                   # (B*C, H)
+        dpooled, g = self.linear_backward("classifier", dlogits.reshape(-1, 1), cache["classifier"])  # (B*C, H)
         dpooled = dropout_backward(dpooled, cache["dropout"])
-        grads, dinputs_embeds = self._bert_backward(cache["bert"], self.prefixed("classifier", g), hidden_states,
+        grads, dinputs_embeds = self._bert_backward(cache["bert"], g, hidden_states,
                                                     attentions, pooler_output=dpooled)
         B, C = cache["shape"]
+        if dinputs_embeds is None:                                                                  # frozen below
+            return grads, None
         return grads, dinputs_embeds.reshape(B, C, *dinputs_embeds.shape[1:])                      # (B, C, T, H)
 
 
@@ -707,6 +715,6 @@ class BertForQuestionAnswering(_BertHeadModel):
             dstart += cross_entropy_backward(dloss / 2, start_cache)
             dend += cross_entropy_backward(dloss / 2, end_cache)
         dlogits = np.stack([dstart, dend], axis=-1)                                                 # (B, T, 2)
-        dsequence, g = linear_backward(dlogits, cache["qa"])                                        # (B, T, H)
-        return self._bert_backward(cache["bert"], self.prefixed("qa_outputs", g), hidden_states, attentions,
+        dsequence, g = self.linear_backward("qa_outputs", dlogits, cache["qa"])                      # (B, T, H)
+        return self._bert_backward(cache["bert"], g, hidden_states, attentions,
                                    last_hidden_state=dsequence)

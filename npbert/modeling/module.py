@@ -10,7 +10,11 @@ is all it takes to change the model.  Every module has
 
 Modules never keep activations themselves: the caches are returned, and the model that
 ran the forward keeps them until its backward.
+
+A frozen parameter (`model.freeze(...)`, as torch's `requires_grad = False`) gets no gradient:
+the backward skips the GEMM or scatter that would compute it (`trainable`, `linear_backward`).
 """
+from npbert.ops.linear import linear_input_grad, linear_param_grads
 
 
 class ModelState:
@@ -24,6 +28,8 @@ class ModelState:
         self.training = False
         self.rng = rng           # np.random.Generator for dropout
         self.release_caches = False   # set during a backward that may free each cache once used
+        self.frozen = set()           # names of frozen parameters (model.freeze): no gradient computed
+        self.need_inputs_embeds_grad = False   # True: compute model.inputs_embeds_grad even when all below is frozen
         self.keep_caches = True       # False in a forward under npbert.no_grad()
 
 
@@ -55,6 +61,19 @@ class Module:
     def p(self, name):
         """The parameter `prefix + name` as it is now in the model's dict."""
         return self.state.params[self.prefix + name]
+
+    def trainable(self, name):
+        """False when parameter `prefix + name` is frozen (model.freeze): its gradient is not computed."""
+        return (self.prefix + name) not in self.state.frozen
+
+    def linear_backward(self, name, dy, cache):
+        """The backward of nn.Linear `name` (in the forward: y = x @ W.T + b):
+        (dx = dy @ W, prefixed {"weight": dW, "bias": db}); dW and db are skipped when frozen."""
+        x, weight, has_bias = cache
+        grads = {}
+        if self.trainable(name + ".weight") or (has_bias and self.trainable(name + ".bias")):
+            grads = self.prefixed(name, linear_param_grads(dy, x, has_bias))
+        return linear_input_grad(dy, weight, x.shape), grads
 
     def prefixed(self, name, grads):
         """{"weight": dW, "bias": db} from a leaf op -> {"<prefix><name>.weight": dW, ...}."""

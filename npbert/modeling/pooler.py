@@ -2,7 +2,7 @@
 import numpy as np
 
 from npbert.ops.activations import tanh_backward, tanh_forward
-from npbert.ops.linear import linear_backward, linear_forward
+from npbert.ops.linear import linear_forward
 
 from .module import Module
 
@@ -22,7 +22,7 @@ class BertPooler(Module):
         """dpooled: (B, H).  Returns (dhidden_states (B, T, H), zero except at t = 0; grads)."""
         dense_cache, tanh_cache, shape = cache
         dh = tanh_backward(dpooled, tanh_cache)
-        dfirst, g = linear_backward(dh, dense_cache)                              # (B, H)
+        dfirst, grads = self.linear_backward("dense", dh, dense_cache)            # (B, H)
         dhidden_states = np.zeros(shape, dtype=dfirst.dtype)                      # (B, T, H)
         dhidden_states[:, 0] = dfirst
-        return dhidden_states, self.prefixed("dense", g)
+        return dhidden_states, grads

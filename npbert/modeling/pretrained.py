@@ -126,8 +126,49 @@ class BertPreTrainedModel(Module):
         """(name, array) in transformers' `named_parameters()` order; a tied weight once."""
         return iter(self.state.params.items())
 
-    def num_parameters(self):
-        return sum(int(np.prod(v.shape)) for v in self.state.params.values())
+    # ---- freezing (torch's `p.requires_grad = False`) ----------------------------------
+    def freeze(self, *prefixes):
+        """Freeze the parameters named by `prefixes` (all of them when none is given): a prefix
+        matches a name equal to it or starting with it followed by "." ("bert.embeddings",
+        "bert.encoder.layer.0", "classifier.bias").  A frozen parameter gets no gradient:
+        backward() leaves it out of the dict and skips the work that would compute it (and
+        stops going down the layers when nothing below needs a gradient); optimizers built
+        from optimizer_grouped_parameters leave it out.  Returns the model."""
+        self.state.frozen |= set(self._match(prefixes, "freeze"))
+        return self
+
+    def unfreeze(self, *prefixes):
+        """Undo freeze() for `prefixes` (everything when none is given).  Returns the model."""
+        self.state.frozen -= set(self._match(prefixes, "unfreeze"))
+        return self
+
+    def is_trainable(self, name):
+        """False when the parameter `name` is frozen."""
+        if name not in self.state.params:
+            raise KeyError(f"{type(self).__name__} has no parameter {name!r}")
+        return name not in self.state.frozen
+
+    def _match(self, prefixes, what):
+        names = list(self.state.params)
+        if not prefixes:
+            return names
+        matched = []
+        for prefix in prefixes:
+            prefix = prefix.rstrip(".")
+            hits = [n for n in names if n == prefix or n.startswith(prefix + ".")]
+            if not hits:
+                tops = sorted({".".join(n.split(".")[:2]) for n in names})
+                raise KeyError(f"{type(self).__name__}.{what}({prefix!r}): no parameter has that name or prefix; "
+                               f"prefixes include {tops[:8]}")
+            matched += hits
+        return matched
+
+    def num_parameters(self, only_trainable=False, exclude_embeddings=False):
+        """The number of parameter values (a tied weight once), as transformers'
+        `num_parameters`: only the trainable ones with `only_trainable=True`."""
+        return sum(int(np.prod(v.shape)) for n, v in self.state.params.items()
+                   if not (only_trainable and n in self.state.frozen)
+                   and not (exclude_embeddings and n.endswith("embeddings.weight")))
 
     def state_dict(self):
         """A flat dict keyed as transformers' `state_dict()` of the same class (buffers aside).
@@ -158,7 +199,7 @@ class BertPreTrainedModel(Module):
                                  f"the model expects {params[name].shape}")
             if not (np.issubdtype(value.dtype, np.floating)):
                 raise TypeError(f"load_state_dict: {name} has dtype {value.dtype}, expected floating point")
-            params[name] = np.array(value, dtype=self.state.dtype, copy=True)
+            params[name][...] = value          # in place: an optimizer holding the array sees the new values
         return IncompatibleKeys(missing, unexpected)
 
     # ---- train / eval ---------------------------------------------------------------
@@ -199,6 +240,11 @@ class BertPreTrainedModel(Module):
         input embeddings (the word embeddings looked up, or `inputs_embeds` when given),
         shaped (B, T, H), is left in `model.inputs_embeds_grad`.
 
+        Frozen parameters (`model.freeze(...)`) are left out of the result and their gradients
+        are not computed; when everything below some layer is frozen the backward stops there
+        and `inputs_embeds_grad` is None (set `model.state.need_inputs_embeds_grad = True` to
+        have it computed anyway).
+
         As torch's `backward()`, this frees the forward's activations layer by layer as it
         goes (so the peak memory of a training step stays low); pass `retain_graph=True`
         to keep them for another backward of the same forward.
@@ -220,9 +266,11 @@ class BertPreTrainedModel(Module):
         if not retain_graph:
             self._cache = None
         self.inputs_embeds_grad = dembeds
-        # transformers' named_parameters() order, every parameter present (zeros if unused).
+        # transformers' named_parameters() order, every trainable parameter present (zeros if
+        # unused); frozen parameters (model.freeze) are left out.
+        frozen = self.state.frozen
         return {name: grads[name] if name in grads else np.zeros_like(p)
-                for name, p in self.state.params.items()}
+                for name, p in self.state.params.items() if name not in frozen}
 
     # ---- checkpoints ----------------------------------------------------------------
     @classmethod

@@ -277,6 +277,22 @@ def test_dropout_formula_and_modes():
     assert np.all(y == 0) and np.all(dropout_backward(x, cache) == 0)
 
 
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_dropout_keep_frequency_and_odd_sizes(p):
+    """The raw-integer mask keeps each entry with probability 1 - p: over 10^6 draws the kept
+    fraction is within 5 standard deviations (5 sqrt(p (1-p) / 10^6) <= 0.0025) of 1 - p; an odd
+    element count (the last 64-bit draw half used) gives the right shape; the two halves of a draw
+    are independent (neighbours kept together with probability (1 - p)^2, same bound)."""
+    from npbert.ops.dropout import keep_mask
+    keep = keep_mask(np.random.default_rng(5), (999, 1001), p)
+    assert keep.shape == (999, 1001) and keep.dtype == bool
+    n = keep.size
+    sd = np.sqrt(p * (1 - p) / n)
+    assert abs(keep.mean() - (1 - p)) < 5 * sd
+    pairs = keep.reshape(-1)[: n - 1: 2] & keep.reshape(-1)[1::2]
+    assert abs(pairs.mean() - (1 - p) ** 2) < 5 * np.sqrt((1 - p) ** 2 * (1 - (1 - p) ** 2) / pairs.size)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_dropout_dtype_no_mutation(dtype):
     x, dy = (rng(17).standard_normal((4, 6)).astype(dtype) for _ in range(2))

@@ -1,0 +1,63 @@
+"""AdamWeightDecay: google-research/bert's AdamWeightDecayOptimizer (optimization.py).
+
+For a parameter p with gradient g (no step count, no bias correction):
+
+    m <- beta1 * m + (1 - beta1) * g
+    v <- beta2 * v + (1 - beta2) * g * g
+    update <- m / (sqrt(v) + eps)
+    update <- update + wd * p            unless the name matches an exclude pattern (re.search)
+    p <- p - lr * update
+
+Google's run_pretraining / run_classifier use it with weight_decay=0.01, eps=1e-6,
+exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"], a linear warmup then a
+polynomial (power 1) decay to 0, and the gradients clipped to global norm 1.0 first.
+"""
+import re
+
+import numpy as np
+
+from .optimizer import Optimizer
+
+
+class AdamWeightDecay(Optimizer):
+    def __init__(self, params, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.999), eps=1e-6,
+                 exclude_from_weight_decay=("LayerNorm", "layer_norm", "bias")):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, betas=tuple(betas), eps=eps,
+                                      exclude_from_weight_decay=list(exclude_from_weight_decay or [])))
+
+    def _check_group(self, group, where):
+        super()._check_group(group, where)
+        beta1, beta2 = group["betas"]
+        if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
+            raise ValueError(f"{where}: Invalid betas: {group['betas']}")
+        if not 0.0 <= group["eps"]:
+            raise ValueError(f"{where}: Invalid epsilon value: {group['eps']}")
+
+    @staticmethod
+    def _do_use_weight_decay(name, group):
+        """Google's rule: decay unless the rate is 0 or a pattern is found in the name."""
+        if not group["weight_decay"]:
+            return False
+        return not any(re.search(pattern, name) for pattern in group["exclude_from_weight_decay"])
+
+    def _update(self, name, p, g, group, state):
+        beta1, beta2 = group["betas"]
+        if not state:
+            state["m"] = np.zeros_like(p)
+            state["v"] = np.zeros_like(p)
+        m, v = state["m"], state["v"]
+        tmp = self._scratch_like(p)
+        m *= beta1
+        np.multiply(g, 1 - beta1, out=tmp)
+        m += tmp                                          # m <- beta1 m + (1 - beta1) g
+        v *= beta2
+        np.multiply(g, g, out=tmp)
+        tmp *= 1 - beta2
+        v += tmp                                          # v <- beta2 v + (1 - beta2) g^2
+        np.sqrt(v, out=tmp)
+        tmp += group["eps"]
+        np.divide(m, tmp, out=tmp)                        # update = m / (sqrt(v) + eps)
+        if self._do_use_weight_decay(name, group):
+            tmp += group["weight_decay"] * p              # update += wd * p
+        tmp *= group["lr"]
+        p -= tmp                                          # p <- p - lr * update

@@ -1,0 +1,138 @@
+"""model.freeze / unfreeze: frozen parameters get no gradient, the work is skipped, the
+trainable gradients are the same as without freezing, optimizers leave frozen ones alone."""
+import numpy as np
+import pytest
+
+import npbert
+from npbert import optim
+from npbert.ops import embedding as embedding_op
+from npbert.ops import linear as linear_op
+from heads.headhelpers import randomize, tiny_config
+
+# Freezing changes which gradients are computed, not how: the trainable gradients must be
+# bit-identical to the unfrozen model's (same float64 operations in the same order).
+
+
+def batch(seed=0, B=3, T=6):
+    rng = np.random.default_rng(seed)
+    return dict(input_ids=rng.integers(1, 29, (B, T)), attention_mask=np.ones((B, T), dtype=np.int64),
+                labels=rng.integers(0, 2, B))
+
+
+def classifier(num_hidden_layers=3):
+    return randomize(npbert.BertForSequenceClassification(
+        tiny_config(num_labels=2, num_hidden_layers=num_hidden_layers), dtype=np.float64).eval())
+
+
+@pytest.mark.parametrize("frozen", [("bert.embeddings",), ("bert.embeddings", "bert.encoder.layer.0"),
+                                    ("bert",), ("bert.encoder.layer.1.attention",), ("classifier.bias",)])
+def test_trainable_gradients_equal_the_unfrozen_models_and_frozen_ones_are_absent(frozen):
+    full = classifier()
+    full(**batch())
+    expected = full.backward()
+    model = classifier().freeze(*frozen)
+    model(**batch())
+    grads = model.backward()
+    frozen_names = {n for n in model.state.params
+                    if any(n == p or n.startswith(p + ".") for p in frozen)}
+    assert frozen_names and set(grads) == set(expected) - frozen_names
+    assert list(grads) == [n for n in expected if n not in frozen_names]       # named_parameters order
+    for name, g in grads.items():
+        assert g.tobytes() == expected[name].tobytes(), name
+    assert all(not model.is_trainable(n) for n in frozen_names)
+
+
+def test_frozen_work_is_skipped(monkeypatch):
+    """Freezing the embeddings and layer 0 skips the embedding scatter-adds and every weight
+    GEMM of layer 0 (and layer 0's input gradient: nothing below needs it)."""
+    calls = {"embedding": 0, "param_grads": 0, "input_grad": 0}
+
+    def count(name, fn):
+        def wrapped(*a, **k):
+            calls[name] += 1
+            return fn(*a, **k)
+        return wrapped
+
+    model = classifier(num_hidden_layers=2)
+    model(**batch())
+    monkeypatch.setattr("npbert.modeling.embeddings.embedding_backward",
+                        count("embedding", embedding_op.embedding_backward))
+    for mod in ("npbert.modeling.module", "npbert.modeling.attention"):
+        monkeypatch.setattr(f"{mod}.linear_param_grads", count("param_grads", linear_op.linear_param_grads))
+        monkeypatch.setattr(f"{mod}.linear_input_grad", count("input_grad", linear_op.linear_input_grad))
+    model.backward(retain_graph=True)
+    full = dict(calls)
+    assert full["embedding"] == 3
+    for k in calls:
+        calls[k] = 0
+    model.freeze("bert.embeddings", "bert.encoder.layer.0")
+    model.backward()
+    assert calls["embedding"] == 0
+    # per layer: Q, K, V, attention output, intermediate, output = 6 weight GEMMs; layer 0 skipped
+    assert calls["param_grads"] == full["param_grads"] - 6
+    assert calls["input_grad"] == full["input_grad"] - 6
+    assert model.inputs_embeds_grad is None
+
+
+def test_everything_below_the_head_frozen_runs_only_the_head():
+    model = classifier()
+    model.freeze("bert")
+    model(**batch())
+    grads = model.backward()
+    assert list(grads) == ["classifier.weight", "classifier.bias"]
+    assert model.num_parameters(only_trainable=True) == grads["classifier.weight"].size + 2
+    assert model.num_parameters() > model.num_parameters(only_trainable=True)
+    model.unfreeze()
+    assert model.num_parameters(only_trainable=True) == model.num_parameters()
+
+
+def test_need_inputs_embeds_grad_keeps_the_full_backward():
+    model = classifier()
+    model(**batch())
+    expected = model.backward(retain_graph=True)
+    dembeds = model.inputs_embeds_grad.copy()
+    model.freeze("bert.embeddings", "bert.encoder")
+    model.state.need_inputs_embeds_grad = True
+    model.backward()
+    assert np.array_equal(model.inputs_embeds_grad, dembeds)
+
+
+def test_tied_decoder_frozen_with_the_word_embeddings():
+    model = randomize(npbert.BertForMaskedLM(tiny_config(), dtype=np.float64))
+    model.freeze("bert.embeddings.word_embeddings")
+    ids = np.array([[2, 3, 4, 5]])
+    model(input_ids=ids, labels=ids)
+    grads = model.backward()
+    assert "bert.embeddings.word_embeddings.weight" not in grads
+    assert "cls.predictions.bias" in grads
+
+
+def test_optimizer_leaves_frozen_parameters_alone():
+    model = classifier()
+    model.freeze("bert.embeddings", "bert.encoder.layer.0")
+    before = {n: p.copy() for n, p in model.named_parameters()}
+    opt = optim.AdamW(optim.optimizer_grouped_parameters(model, weight_decay=0.01), lr=1e-2)
+    for step in range(3):
+        model(**batch(step))
+        opt.step(model.backward())
+    for n, p in model.named_parameters():
+        changed = not np.array_equal(p, before[n])
+        assert changed == model.is_trainable(n), n
+
+
+def test_bad_prefix_is_an_error_naming_it():
+    with pytest.raises(KeyError, match="'bert.encodr'.*prefixes include"):
+        classifier().freeze("bert.encodr")
+    with pytest.raises(KeyError, match="no parameter 'nope'"):
+        classifier().is_trainable("nope")
+
+
+def test_load_state_dict_copies_into_the_existing_arrays():
+    model = classifier()
+    arrays = {n: p for n, p in model.named_parameters()}
+    other = classifier()
+    for p in other.state.params.values():
+        p += 1.0
+    model.load_state_dict(other.state_dict())
+    for n, p in model.named_parameters():
+        assert p is arrays[n] and np.array_equal(p, other.state.params[n])
