@@ -19,13 +19,13 @@ multiple-choice` (contract in npbert/tasks/base.py) is `add_arguments` / `load_t
 """
 import csv
 import json
-import os
 
 import numpy as np
 
 from npbert.io._atomic import atomic_write
 from npbert.modeling import BertForMultipleChoice
 from npbert.tasks.base import TaskData
+from npbert.tasks.files import read_text_file
 
 IDIOM_BLANK = "#idiom#"
 SWAG_ENDINGS = 4
@@ -33,12 +33,7 @@ SWAG_ENDINGS = 4
 
 def _read_records(path):
     """[(line number, dict)] from a .csv (header) or a JSON-lines / JSON-array file."""
-    if not os.path.isfile(path):
-        raise ValueError(f"{path}: no such file")
-    with open(path, "r", encoding="utf-8-sig") as f:
-        text = f.read()
-    if not text.strip():
-        raise ValueError(f"{path}: the file is empty")
+    text = read_text_file(path)
     if path.endswith(".csv"):
         rows = list(csv.DictReader(text.splitlines()))
         return [(i + 2, row) for i, row in enumerate(rows)]          # line 1 is the header

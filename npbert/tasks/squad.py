@@ -31,10 +31,10 @@ docs/finetuning_qa.md.
 import collections
 import json
 import logging
-import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from npbert.tasks.files import read_text_file
 # the second half of run_squad.py, importable from here under Google's names
 from npbert.tasks.squad_predictions import (RawResult, _compute_softmax, _get_best_indexes,  # noqa: F401
                                             get_final_text, write_predictions)
@@ -87,12 +87,7 @@ def _is_whitespace(c):
 
 def _load_squad_json(input_file):
     """The list under "data" of a SQuAD file, or a ValueError that says what is wrong with the file."""
-    if not os.path.isfile(input_file):
-        raise ValueError(f"{input_file}: no such file")
-    with open(input_file, "r", encoding="utf-8") as reader:
-        text = reader.read()
-    if not text.strip():
-        raise ValueError(f"{input_file}: the file is empty")
+    text = read_text_file(input_file)
     try:
         input_data = json.loads(text)
     except json.JSONDecodeError as e:
