@@ -236,6 +236,9 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length=384, doc_st
             tok_start_position = -1
             tok_end_position = -1
         if is_training and not example.is_impossible:
+            if example.start_position is None:
+                raise ValueError(f"question {example.qas_id}: no answer position; for is_training=True read the "
+                                 f"file with read_squad_examples(..., is_training=True)")
             # the answer's words -> from the first piece of its first word to the last piece of its last word
             tok_start_position = orig_to_tok_index[example.start_position]
             if example.end_position < len(example.doc_tokens) - 1:

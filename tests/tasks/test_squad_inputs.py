@@ -69,3 +69,24 @@ def test_only_null_answer_left_predicts_empty():
     assert predictions == {"q": ""} and diff == {"q": float("inf")} and nbest["q"][0]["text"] == ""
     with pytest.raises(ValueError, match="feature 1000000000: start_logits holds NaN"):
         squad.write_predictions([example], [feature], [squad.RawResult(1000000000, start * np.nan, end)])
+
+
+def test_training_features_need_training_examples():
+    example = squad.SquadExample("q9", "Where?", ["In", "France."])       # read with is_training=False
+    with pytest.raises(ValueError, match="question q9: no answer position"):
+        squad.convert_examples_to_features([example], _WordTokenizer(), is_training=True)
+    features = squad.convert_examples_to_features([example], _WordTokenizer(), max_seq_length=8)
+    assert features[0].tokens == ["[CLS]", "where?", "[SEP]", "in", "france.", "[SEP]"]
+
+
+class _WordTokenizer:
+    """Lower-cased whitespace words, ids by order of appearance: enough for the windowing logic."""
+
+    def __init__(self):
+        self.vocab = {}
+
+    def tokenize(self, text):
+        return text.lower().split()
+
+    def convert_tokens_to_ids(self, tokens):
+        return [self.vocab.setdefault(t, len(self.vocab)) for t in tokens]
