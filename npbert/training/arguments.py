@@ -1,0 +1,115 @@
+"""TrainingArguments: transformers' field names and defaults for the fields npbert uses.
+
+Only what a single-process NumPy trainer needs; every field keeps transformers' meaning.
+npbert adds `layerwise_lr_decay`, `head_learning_rate` (seed 004's rates),
+`early_stopping_patience` / `early_stopping_threshold` (transformers' EarlyStoppingCallback
+arguments) and `plot` (training_curves.png when matplotlib is installed).
+"""
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+
+from npbert.optim.schedules import SCHEDULER_NAMES
+
+OPTIMIZERS = ("adamw", "adam", "adam_weight_decay", "bert_adam")
+STRATEGIES = ("no", "steps", "epoch")
+
+
+@dataclass
+class TrainingArguments:
+    output_dir: str = "trainer_output"
+    num_train_epochs: float = 3.0
+    max_steps: int = -1
+    per_device_train_batch_size: int = 8
+    per_device_eval_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    learning_rate: float = 5e-5
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    max_grad_norm: float = 1.0
+    lr_scheduler_type: str = "linear"
+    lr_scheduler_kwargs: dict = field(default_factory=dict)
+    warmup_ratio: float = 0.0
+    warmup_steps: int = 0
+    logging_steps: float = 500
+    logging_first_step: bool = False
+    eval_strategy: str = "no"
+    eval_steps: float = None
+    save_strategy: str = "steps"
+    save_steps: float = 500
+    save_total_limit: int = None
+    load_best_model_at_end: bool = False
+    metric_for_best_model: str = None
+    greater_is_better: bool = None
+    seed: int = 42
+    optim: str = "adamw"
+    dataloader_drop_last: bool = False
+    label_names: list = None
+    layerwise_lr_decay: float = None
+    head_learning_rate: float = None
+    early_stopping_patience: int = None
+    early_stopping_threshold: float = 0.0
+    plot: bool = True
+
+    def __post_init__(self):
+        def bad(msg):
+            raise ValueError(f"TrainingArguments: {msg}")
+        for name in ("eval_strategy", "save_strategy"):
+            value = getattr(self, name)
+            value = getattr(value, "value", value)
+            if value not in STRATEGIES:
+                bad(f"{name} must be one of {STRATEGIES}, got {value!r}")
+            setattr(self, name, value)
+        if self.optim not in OPTIMIZERS:
+            bad(f"optim must be one of {OPTIMIZERS}, got {self.optim!r}")
+        if self.lr_scheduler_type not in SCHEDULER_NAMES:
+            bad(f"lr_scheduler_type must be one of {SCHEDULER_NAMES}, got {self.lr_scheduler_type!r}")
+        if self.max_steps is None or (self.max_steps <= 0 and not self.num_train_epochs > 0):
+            bad("set max_steps > 0 or num_train_epochs > 0: nothing to train otherwise")
+        for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
+            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
+                bad(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if not 0.0 <= self.warmup_ratio <= 1.0:
+            bad(f"warmup_ratio must be in [0, 1], got {self.warmup_ratio}")
+        if self.warmup_steps < 0:
+            bad(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        if self.eval_steps is None:
+            self.eval_steps = self.logging_steps            # as transformers
+        for name in ("logging_steps", "eval_steps", "save_steps"):
+            if not getattr(self, name) > 0:
+                bad(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.save_total_limit is not None and self.save_total_limit < 1:
+            bad(f"save_total_limit must be >= 1 or None, got {self.save_total_limit}")
+        if self.load_best_model_at_end or self.early_stopping_patience is not None:
+            if self.eval_strategy == "no":
+                bad("load_best_model_at_end and early stopping need evaluations: set eval_strategy")
+            if self.metric_for_best_model is None:
+                self.metric_for_best_model = "loss"
+        if self.load_best_model_at_end:
+            if self.save_strategy != self.eval_strategy:
+                bad(f"load_best_model_at_end requires the save and eval strategy to match, got "
+                    f"save_strategy={self.save_strategy!r}, eval_strategy={self.eval_strategy!r}")
+            if self.save_strategy == "steps" and self.save_steps % self.eval_steps != 0:
+                bad(f"load_best_model_at_end requires save_steps ({self.save_steps}) to be a multiple of "
+                    f"eval_steps ({self.eval_steps})")
+        if self.metric_for_best_model is not None and self.greater_is_better is None:
+            self.greater_is_better = not self.metric_for_best_model.endswith("loss")
+        if self.early_stopping_patience is not None and self.early_stopping_patience < 1:
+            bad(f"early_stopping_patience must be >= 1, got {self.early_stopping_patience}")
+
+    def steps(self, value, total):
+        """A *_steps value below 1 is a fraction of the total steps (transformers)."""
+        return max(1, math.ceil(value * total)) if value < 1 else int(value)
+
+    def get_warmup_steps(self, num_training_steps):
+        """warmup_steps if > 0, else ceil(warmup_ratio * num_training_steps)."""
+        return self.warmup_steps if self.warmup_steps > 0 else math.ceil(num_training_steps * self.warmup_ratio)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def to_json_string(self):
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)

@@ -1,0 +1,61 @@
+"""TrainerState, EvalPrediction, PredictionOutput, TrainOutput: transformers' containers."""
+import dataclasses
+import json
+from collections import namedtuple
+from dataclasses import dataclass, field
+
+TrainOutput = namedtuple("TrainOutput", ["global_step", "training_loss", "metrics"])
+PredictionOutput = namedtuple("PredictionOutput", ["predictions", "label_ids", "metrics"])
+
+
+class EvalPrediction:
+    """What compute_metrics receives: `predictions` (the logits array, or a tuple of arrays for
+    models with several logits outputs) and `label_ids`, in dataset order.  Unpacks as
+    `predictions, labels = eval_pred`, as transformers'."""
+
+    def __init__(self, predictions, label_ids, inputs=None):
+        self.predictions, self.label_ids, self.inputs = predictions, label_ids, inputs
+
+    def __iter__(self):
+        return iter((self.predictions, self.label_ids))
+
+    def __getitem__(self, i):
+        return (self.predictions, self.label_ids)[i]
+
+
+@dataclass
+class TrainerState:
+    """The fields of transformers' trainer_state.json."""
+    epoch: float = 0.0
+    global_step: int = 0
+    max_steps: int = 0
+    logging_steps: int = 500
+    eval_steps: int = 500
+    save_steps: int = 500
+    train_batch_size: int = None
+    num_train_epochs: int = 0
+    num_input_tokens_seen: int = 0
+    total_flos: float = 0
+    log_history: list = field(default_factory=list)
+    best_metric: float = None
+    best_global_step: int = None
+    best_model_checkpoint: str = None
+    is_local_process_zero: bool = True
+    is_world_process_zero: bool = True
+    is_hyper_param_search: bool = False
+    trial_name: str = None
+    trial_params: dict = None
+    stateful_callbacks: dict = field(default_factory=dict)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def save_to_json(self, path):
+        from npbert.io._atomic import atomic_write
+        with atomic_write(path, "w") as f:
+            f.write(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,434 @@
+"""Trainer: the training loop of the tutorials, written out (read it like nanoGPT's train.py).
+
+    for each update step:
+        for each of the gradient_accumulation_steps micro-batches:
+            out = model(**batch)                           # out.loss: the batch's mean loss
+            grads += model.backward(loss=1 / n_micro)      # d (loss / n_micro) / d params
+        norm = clip_grad_norm_(grads, max_grad_norm)       # one global norm over every gradient
+        optimizer.step(grads)                              # the model's arrays, in place
+        lr_scheduler.step()
+        log / evaluate / save a checkpoint, when due
+
+Summing the micro-batches' gradients of loss / n_micro gives the gradient of the mean of
+their losses: with equal-sized micro-batches and a per-example mean loss, exactly the
+gradient of one batch n_micro times larger (docs/training.md).
+
+Batches: the examples of epoch e in the order np.random.default_rng([seed, e]).permutation(n),
+cut into per_device_train_batch_size; the permutation depends on (seed, epoch) only, so a
+resumed run finds its place by counting.  Dropout draws from model.state.rng and masking
+collators from their own `rng`: both generators' states go into every checkpoint, so a run
+stopped and resumed ends bit-identical to one that never stopped.
+"""
+import inspect
+import math
+import os
+import time
+import warnings
+
+import numpy as np
+
+from npbert import optim
+
+from . import checkpoint as ckpt
+from .arguments import TrainingArguments
+from .collators import default_data_collator
+from .progress import ProgressLine
+from .state import EvalPrediction, PredictionOutput, TrainerState, TrainOutput
+
+_LABEL_NAMES = ("labels", "next_sentence_label", "start_positions", "end_positions")
+_NOT_PREDICTIONS = ("loss", "hidden_states", "attentions", "past_key_values", "cross_attentions")
+
+
+def _nested_concat(a, b, padding_index=-100):
+    """Concatenate along the batch axis; arrays whose axis 1 differs are padded with -100 (transformers)."""
+    if a is None:
+        return b
+    if isinstance(a, tuple):
+        return tuple(_nested_concat(x, y, padding_index) for x, y in zip(a, b))
+    if a.ndim < 2 or a.shape[1:] == b.shape[1:]:
+        return np.concatenate([a, b], axis=0)
+    shape = (a.shape[0] + b.shape[0], max(a.shape[1], b.shape[1])) + a.shape[2:]
+    out = np.full(shape, padding_index, dtype=np.result_type(a, b))
+    out[:a.shape[0], :a.shape[1]] = a
+    out[a.shape[0]:, :b.shape[1]] = b
+    return out
+
+
+class Trainer:
+    def __init__(self, model, args=None, train_dataset=None, eval_dataset=None, data_collator=None,
+                 compute_metrics=None, preprocess_logits_for_metrics=None, processing_class=None,
+                 optimizers=(None, None)):
+        self.model = model
+        self.args = args if args is not None else TrainingArguments()
+        if not isinstance(self.args, TrainingArguments):
+            raise TypeError(f"args must be npbert.training.TrainingArguments, got {type(self.args).__name__}")
+        self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
+        self.data_collator = data_collator or default_data_collator
+        self.compute_metrics = compute_metrics
+        self.preprocess_logits_for_metrics = preprocess_logits_for_metrics
+        self.processing_class = processing_class
+        self.optimizer, self.lr_scheduler = optimizers
+        self.state = TrainerState()
+        self._inputs = set(inspect.signature(model.forward).parameters)
+        self.label_names = self.args.label_names or [n for n in _LABEL_NAMES if n in self._inputs]
+        self._warned_columns = False
+        self._patience = 0
+        self.progress = None
+
+    # ---- optimizer and schedule -------------------------------------------------------------
+    def create_optimizer_and_scheduler(self, num_training_steps):
+        a = self.args
+        if self.optimizer is None:
+            groups = optim.optimizer_grouped_parameters(self.model, weight_decay=a.weight_decay, lr=a.learning_rate,
+                                                        layerwise_lr_decay=a.layerwise_lr_decay,
+                                                        head_lr=a.head_learning_rate)
+            betas = (a.adam_beta1, a.adam_beta2)
+            if a.optim == "adamw":
+                self.optimizer = optim.AdamW(groups, lr=a.learning_rate, betas=betas, eps=a.adam_epsilon)
+            elif a.optim == "adam":
+                self.optimizer = optim.Adam(groups, lr=a.learning_rate, betas=betas, eps=a.adam_epsilon)
+            elif a.optim == "adam_weight_decay":
+                self.optimizer = optim.AdamWeightDecay(groups, lr=a.learning_rate, betas=betas, eps=a.adam_epsilon)
+            else:   # bert_adam: its own warmup schedule and per-parameter clipping, as the tutorials use it
+                schedule = {"linear": "warmup_linear", "cosine": "warmup_cosine",
+                            "constant_with_warmup": "warmup_constant", "constant": "none"}.get(a.lr_scheduler_type)
+                if schedule is None:
+                    raise ValueError(f"optim='bert_adam' has the schedules linear, cosine, constant_with_warmup and "
+                                     f"constant, not {a.lr_scheduler_type!r}")
+                warmup = a.get_warmup_steps(num_training_steps) / num_training_steps
+                self.optimizer = optim.BertAdam(groups, lr=a.learning_rate, warmup=min(warmup, 0.999),
+                                                t_total=num_training_steps, schedule=schedule, b1=a.adam_beta1,
+                                                b2=a.adam_beta2, e=a.adam_epsilon, max_grad_norm=a.max_grad_norm)
+        if self.lr_scheduler is None:
+            if a.optim == "bert_adam":
+                self.lr_scheduler = optim.get_constant_schedule(self.optimizer)      # BertAdam schedules itself
+            else:
+                self.lr_scheduler = optim.get_scheduler(a.lr_scheduler_type, self.optimizer,
+                                                        a.get_warmup_steps(num_training_steps), num_training_steps,
+                                                        a.lr_scheduler_kwargs)
+
+    # ---- batches ----------------------------------------------------------------------------
+    def _collate(self, dataset, indices, what):
+        examples = []
+        for i in indices:
+            ex = dataset[int(i)]
+            if not isinstance(ex, dict):
+                raise TypeError(f"{what} example {int(i)} is a {type(ex).__name__}; a dataset is a sequence of dicts")
+            examples.append(ex)
+        batch = self.data_collator(examples)
+        unused = sorted(k for k in batch if k not in self._inputs)
+        if unused and not self._warned_columns:
+            warnings.warn(f"The following fields of the {what} examples are not arguments of "
+                          f"{type(self.model).__name__}.forward and are ignored: {unused}", stacklevel=3)
+            self._warned_columns = True
+        batch = {k: v for k, v in batch.items() if k in self._inputs}
+        if "input_ids" not in batch and "inputs_embeds" not in batch:
+            raise KeyError(f"{what} examples {int(indices[0])}..{int(indices[-1])} have no 'input_ids' field "
+                           f"(fields: {sorted(examples[0])})")
+        return batch
+
+    def _epoch_batches(self, epoch, n):
+        bs = self.args.per_device_train_batch_size
+        order = np.random.default_rng([self.args.seed, epoch]).permutation(n)
+        count = n // bs if self.args.dataloader_drop_last else -(-n // bs)
+        return [order[i * bs:(i + 1) * bs] for i in range(count)]
+
+    def _plan(self):
+        a = self.args
+        if self.train_dataset is None:
+            raise ValueError("Trainer.train() needs a train_dataset")
+        n = len(self.train_dataset)
+        bs = a.per_device_train_batch_size
+        batches = n // bs if a.dataloader_drop_last else -(-n // bs)
+        if batches == 0:
+            raise ValueError(f"the train dataset has {n} examples: not one batch of {bs}"
+                             f"{' (dataloader_drop_last)' if a.dataloader_drop_last else ''}")
+        updates_per_epoch = max(-(-batches // a.gradient_accumulation_steps), 1)
+        if a.max_steps > 0:
+            total, epochs = a.max_steps, math.ceil(a.max_steps / updates_per_epoch)
+        else:
+            total, epochs = math.ceil(a.num_train_epochs * updates_per_epoch), math.ceil(a.num_train_epochs)
+        return n, updates_per_epoch, total, epochs
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def train(self, resume_from_checkpoint=None):
+        a, model = self.args, self.model
+        n, updates_per_epoch, total, epochs = self._plan()
+        self.create_optimizer_and_scheduler(total)
+        self.state = TrainerState(max_steps=total, num_train_epochs=epochs, train_batch_size=a.per_device_train_batch_size,
+                                  logging_steps=a.steps(a.logging_steps, total), eval_steps=a.steps(a.eval_steps, total),
+                                  save_steps=a.steps(a.save_steps, total))
+        self._patience = 0
+        if resume_from_checkpoint:
+            self._resume(resume_from_checkpoint, total)
+        st = self.state
+        start_step = st.global_step
+        self.progress = ProgressLine(total, start_step, every=st.logging_steps)
+        model.train()
+        loss_since_log, steps_since_log, train_loss_sum = 0.0, 0, 0.0
+        t0 = time.perf_counter()
+        stop = start_step >= total
+        for epoch in range(start_step // updates_per_epoch, epochs):
+            if stop:
+                break
+            batches = self._epoch_batches(epoch, n)
+            first = start_step - epoch * updates_per_epoch if epoch == start_step // updates_per_epoch else 0
+            for u in range(first, updates_per_epoch):
+                micro = batches[u * a.gradient_accumulation_steps:(u + 1) * a.gradient_accumulation_steps]
+                loss, norm = self._update(micro, epoch)
+                st.global_step += 1
+                st.epoch = epoch + (u + 1) / updates_per_epoch
+                loss_since_log += loss
+                steps_since_log += 1
+                train_loss_sum += loss
+                lr = self._last_lr
+                self.progress.update(st.global_step, st.epoch, loss, lr, norm)
+                epoch_end = u == updates_per_epoch - 1
+                if st.global_step % st.logging_steps == 0 or (a.logging_first_step and st.global_step == 1):
+                    entry = {"loss": round(loss_since_log / steps_since_log, 4), "learning_rate": lr,
+                             "epoch": round(st.epoch, 4), "step": st.global_step}
+                    if norm is not None:
+                        entry["grad_norm"] = norm
+                    st.log_history.append(entry)
+                    loss_since_log, steps_since_log = 0.0, 0
+                is_best = False
+                if self._due(a.eval_strategy, st.eval_steps, epoch_end):
+                    metrics = self.evaluate()
+                    is_best, stop_early = self._track_best(metrics)
+                    stop = stop or stop_early
+                if self._due(a.save_strategy, st.save_steps, epoch_end):
+                    self._save_checkpoint(is_best)
+                if st.global_step >= total:
+                    stop = True
+                if stop:
+                    break
+        self.progress.close()
+        runtime = time.perf_counter() - t0
+        done = st.global_step - start_step
+        if a.load_best_model_at_end and st.best_model_checkpoint:
+            from npbert.io import read_safetensors
+            model.load_state_dict(read_safetensors(os.path.join(st.best_model_checkpoint, "model.safetensors")))
+            self.progress.message(f"loaded the best model ({a.metric_for_best_model} = {st.best_metric:.4g}) from "
+                                  f"{st.best_model_checkpoint}")
+        train_loss = train_loss_sum / max(done, 1)
+        metrics = {"train_runtime": round(runtime, 4),
+                   "train_samples_per_second": round(done * a.per_device_train_batch_size *
+                                                     a.gradient_accumulation_steps / max(runtime, 1e-9), 3),
+                   "train_steps_per_second": round(done / max(runtime, 1e-9), 3),
+                   "total_flos": 0.0, "train_loss": train_loss}
+        st.log_history.append({**metrics, "epoch": round(st.epoch, 4), "step": st.global_step})
+        os.makedirs(a.output_dir, exist_ok=True)
+        st.save_to_json(os.path.join(a.output_dir, "trainer_state.json"))
+        self._plot()
+        return TrainOutput(st.global_step, train_loss, metrics)
+
+    def _due(self, strategy, every, epoch_end):
+        return strategy == "steps" and self.state.global_step % every == 0 or strategy == "epoch" and epoch_end
+
+    def _update(self, micro, epoch):
+        """One optimizer step over the micro-batches `micro` (lists of example indices)."""
+        a, model = self.args, self.model
+        grads, loss_total = None, 0.0
+        for idx in micro:
+            batch = self._collate(self.train_dataset, idx, "train")
+            out = model(**batch)
+            loss = out.get("loss")
+            if loss is None:
+                raise KeyError(f"{type(model).__name__} computed no loss for train examples {idx.tolist()[:8]}...: "
+                               f"the examples need the label field(s) {self.label_names}")
+            loss = float(loss)
+            if math.isnan(loss) and self._nothing_to_predict(batch):
+                # every MLM label is -100 (possible with 15 % masking of a few short texts): the
+                # mean over no positions is nan, its gradient 0.  Counted as 0, with a warning.
+                warnings.warn(f"train examples {idx.tolist()[:8]}: no position to predict (all labels -100); "
+                              "this batch adds nothing to the MLM loss", stacklevel=2)
+                loss = 0.0
+                if not self._has_other_loss(batch):
+                    continue
+            if not math.isfinite(loss):
+                raise FloatingPointError(
+                    f"the loss is {loss} at step {self.state.global_step + 1} (epoch {epoch}, train examples "
+                    f"{idx.tolist()[:8]}{'...' if len(idx) > 8 else ''}): training stopped; the last checkpoint "
+                    f"in {a.output_dir} is intact. Lower the learning rate or check the inputs.")
+            g = model.backward(loss=1.0 / len(micro))         # d (loss / n_micro) / d params
+            if math.isnan(float(out["loss"])):       # the nan MLM part: its gradient is 0, the NSP part counts
+                loss = 0.0
+            if grads is None:
+                grads = g
+            else:
+                for k, v in g.items():
+                    grads[k] += v
+            loss_total += loss / len(micro)
+        norm = None
+        if a.max_grad_norm and a.max_grad_norm > 0 and a.optim != "bert_adam":
+            norm = optim.clip_grad_norm_(grads, a.max_grad_norm)
+            if not math.isfinite(norm):
+                raise FloatingPointError(f"the gradient norm is {norm} at step {self.state.global_step + 1}: "
+                                         f"training stopped; the last checkpoint in {a.output_dir} is intact")
+        self._last_lr = self.lr_scheduler.get_last_lr()[0]
+        self.optimizer.step(grads)
+        self.lr_scheduler.step()
+        return loss_total, norm
+
+    @staticmethod
+    def _nothing_to_predict(batch):
+        labels = batch.get("labels")
+        return labels is not None and np.ndim(labels) == 2 and bool(np.all(np.asarray(labels) == -100))
+
+    @staticmethod
+    def _has_other_loss(batch):
+        return batch.get("next_sentence_label") is not None
+
+    # ---- best model, early stopping ------------------------------------------------------------
+    def _metric_key(self):
+        m = self.args.metric_for_best_model
+        return m if m.startswith("eval_") else f"eval_{m}"
+
+    def _track_best(self, metrics):
+        """(is this evaluation the best so far, should training stop)."""
+        a, st = self.args, self.state
+        if a.metric_for_best_model is None:
+            return False, False
+        key = self._metric_key()
+        if key not in metrics:
+            raise KeyError(f"metric_for_best_model={a.metric_for_best_model!r}: the evaluation returned "
+                           f"{sorted(metrics)}, not {key!r}")
+        value = metrics[key]
+        better = np.greater if a.greater_is_better else np.less
+        improved = st.best_metric is None or (better(value, st.best_metric)
+                                              and abs(value - st.best_metric) > a.early_stopping_threshold)
+        is_best = st.best_metric is None or better(value, st.best_metric)
+        if is_best:
+            st.best_metric, st.best_global_step = float(value), st.global_step
+        self._patience = 0 if improved else self._patience + 1
+        stop = a.early_stopping_patience is not None and self._patience >= a.early_stopping_patience
+        if stop:
+            self.progress.message(f"early stopping at step {st.global_step}: {key} has not improved for "
+                                  f"{self._patience} evaluations (best {st.best_metric:.4g})")
+        return is_best, stop
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+    def _rng_states(self):
+        states = {"dropout": self.model.state.rng.bit_generator.state,
+                  "shuffle": {"seed": self.args.seed, "epoch_permutation": "default_rng([seed, epoch])"}}
+        rng = getattr(self.data_collator, "rng", None)
+        if rng is not None:
+            states["collator"] = rng.bit_generator.state
+        return states
+
+    def _save_checkpoint(self, is_best=False):
+        st, a = self.state, self.args
+        path = os.path.join(a.output_dir, f"{ckpt.PREFIX}-{st.global_step}")
+        if is_best:
+            st.best_model_checkpoint = path
+        st.stateful_callbacks = {"EarlyStoppingCallback": {
+            "args": {"early_stopping_patience": a.early_stopping_patience,
+                     "early_stopping_threshold": a.early_stopping_threshold},
+            "attributes": {"early_stopping_patience_counter": self._patience}}}
+        ckpt.save_checkpoint(path, self.model, self.optimizer, self.lr_scheduler, self._rng_states(), st.to_dict(), a)
+        ckpt.rotate_checkpoints(a.output_dir, a.save_total_limit, st.best_model_checkpoint)
+        return path
+
+    def _resume(self, resume_from_checkpoint, total):
+        a = self.args
+        path = resume_from_checkpoint
+        if path is True:
+            path = ckpt.get_last_checkpoint(a.output_dir)
+            if path is None:
+                raise ckpt.CheckpointError(f"resume_from_checkpoint=True, but {a.output_dir} holds no "
+                                           f"{ckpt.PREFIX}-<step> directory")
+        rng_states, saved = ckpt.load_checkpoint(path, self.model, self.optimizer, self.lr_scheduler)
+        for key, now in (("train_batch_size", a.per_device_train_batch_size), ("max_steps", total)):
+            if saved.get(key) is not None and saved[key] != now:
+                raise ckpt.CheckpointError(f"{path} was saved by a run with {key}={saved[key]}; this run has "
+                                           f"{key}={now}: resuming would not continue the same run")
+        self.model.state.rng.bit_generator.state = rng_states["dropout"]
+        rng = getattr(self.data_collator, "rng", None)
+        if rng is not None:
+            if "collator" not in rng_states:
+                raise ckpt.CheckpointError(f"{path} holds no collator generator state, but this run's collator draws "
+                                           "random numbers")
+            rng.bit_generator.state = rng_states["collator"]
+        self.state = TrainerState.from_dict(saved)
+        self._patience = (saved.get("stateful_callbacks", {}).get("EarlyStoppingCallback", {})
+                          .get("attributes", {}).get("early_stopping_patience_counter", 0))
+
+    # ---- evaluation ---------------------------------------------------------------------------
+    def _prediction_loop(self, dataset, prefix):
+        if dataset is None:
+            raise ValueError(f"{prefix}: no dataset to evaluate (pass eval_dataset)")
+        import npbert
+        model, bs = self.model, self.args.per_device_eval_batch_size
+        was_training = model.training
+        model.eval()
+        t0 = time.perf_counter()
+        preds, labels, loss_sum, n_loss = None, None, 0.0, 0
+        try:
+            for start in range(0, len(dataset), bs):
+                idx = np.arange(start, min(start + bs, len(dataset)))
+                batch = self._collate(dataset, idx, prefix)
+                with npbert.no_grad():
+                    out = model(**batch)
+                if out.get("loss") is not None:
+                    loss_sum += float(out["loss"]) * len(idx)
+                    n_loss += len(idx)
+                logits = tuple(v for k, v in out.items() if k not in _NOT_PREDICTIONS)
+                logits = logits[0] if len(logits) == 1 else logits
+                if self.preprocess_logits_for_metrics is not None:
+                    logits = self.preprocess_logits_for_metrics(logits, batch.get(self.label_names[0]) if self.label_names else None)
+                preds = _nested_concat(preds, logits)
+                found = tuple(batch[k] for k in self.label_names if k in batch)
+                if found:
+                    labels = _nested_concat(labels, found[0] if len(found) == 1 else found)
+        finally:
+            model.train(was_training)
+        runtime = time.perf_counter() - t0
+        metrics = {}
+        if self.compute_metrics is not None and labels is not None:
+            for k, v in self.compute_metrics(EvalPrediction(preds, labels)).items():
+                metrics[k if k.startswith(prefix + "_") else f"{prefix}_{k}"] = v
+        if n_loss:
+            metrics[f"{prefix}_loss"] = loss_sum / n_loss
+        steps = -(-len(dataset) // bs)
+        metrics.update({f"{prefix}_runtime": round(runtime, 4),
+                        f"{prefix}_samples_per_second": round(len(dataset) / max(runtime, 1e-9), 3),
+                        f"{prefix}_steps_per_second": round(steps / max(runtime, 1e-9), 3)})
+        return PredictionOutput(preds, labels, metrics)
+
+    def evaluate(self, eval_dataset=None, metric_key_prefix="eval"):
+        out = self._prediction_loop(eval_dataset if eval_dataset is not None else self.eval_dataset, metric_key_prefix)
+        entry = {**out.metrics, "epoch": round(self.state.epoch, 4), "step": self.state.global_step}
+        self.state.log_history.append(entry)
+        if self.progress is not None:
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in out.metrics.items()
+                              if isinstance(v, float) and not k.endswith(("_runtime", "_per_second")))
+            self.progress.message(f"step {self.state.global_step}: {shown}")
+        return out.metrics
+
+    def predict(self, test_dataset, metric_key_prefix="test"):
+        return self._prediction_loop(test_dataset, metric_key_prefix)
+
+    # ---- saving ---------------------------------------------------------------------------------
+    def save_model(self, output_dir=None):
+        output_dir = output_dir or self.args.output_dir
+        self.model.save_pretrained(output_dir)
+        if self.processing_class is not None and hasattr(self.processing_class, "save_pretrained"):
+            self.processing_class.save_pretrained(output_dir)
+
+    def save_state(self):
+        os.makedirs(self.args.output_dir, exist_ok=True)
+        self.state.save_to_json(os.path.join(self.args.output_dir, "trainer_state.json"))
+
+    def _plot(self):
+        if not self.args.plot:
+            return None
+        from .plots import have_matplotlib, plot_training_curves
+        path = os.path.join(self.args.output_dir, "training_curves.png")
+        if not have_matplotlib():
+            if self.progress is not None:
+                self.progress.message("(training_curves.png not drawn: pip install matplotlib, or npbert[plot])")
+            return None
+        written = plot_training_curves(self.state.log_history, path, title=type(self.model).__name__)
+        if written and self.progress is not None:
+            self.progress.message(f"training curves: {written}")
+        return written
