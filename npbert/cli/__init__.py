@@ -20,6 +20,7 @@ COMMANDS = [
     "create_pretraining_data",
     "pretrain",
     "fill_mask",
+    "finetune",
 ]
 
 
