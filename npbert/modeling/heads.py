@@ -268,12 +268,24 @@ class BertForPreTraining(_BertHeadModel):
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
         sequence_output, pooled_output = outputs.last_hidden_state, outputs.pooler_output        # (B, T, H), (B, H)
+        gathered = None
+        if (getattr(self.config, "gather_masked_lm", False) and self.training and labels is not None
+                and next_sentence_label is not None):
+            # Google's gather_indexes: the MLM head only at the M labelled positions, (1, M, H) -> (1, M, V).
+            # The loss (a mean over the labelled positions) and every gradient are those of the full
+            # (B, T, V) computation; prediction_logits is then (1, M, V), in row-major position order.
+            B, T, H = sequence_output.shape
+            labels = _class_labels("labels", labels, (B, T))
+            gathered = np.flatnonzero(labels.reshape(-1) != -100)                               # (M,)
+            sequence_output = sequence_output.reshape(B * T, H)[gathered][None]                 # (1, M, H)
+            labels = labels.reshape(-1)[gathered][None]                                         # (1, M)
         prediction_scores, seq_relationship_score, cls_cache = self.cls.forward(sequence_output, pooled_output)
         total_loss, loss_cache = None, None
         if labels is not None and next_sentence_label is not None:
             B, T, V = prediction_scores.shape
             labels = _class_labels("labels", labels, (B, T))
-            next_sentence_label = _class_labels("next_sentence_label", next_sentence_label, (B,))
+            next_sentence_label = _class_labels("next_sentence_label", next_sentence_label,
+                                                (seq_relationship_score.shape[0],))
             masked_lm_loss, mlm_cache = cross_entropy_forward(prediction_scores, labels)           # (B, T, V), (B, T)
             next_sentence_loss, nsp_cache = cross_entropy_forward(seq_relationship_score, next_sentence_label)
             total_loss = masked_lm_loss + next_sentence_loss
@@ -282,7 +294,8 @@ class BertForPreTraining(_BertHeadModel):
                                           seq_relationship_logits=seq_relationship_score,
                                           hidden_states=outputs.hidden_states, attentions=outputs.attentions)
         cache = {"bert": bert_cache, "cls": cls_cache, "loss": loss_cache,
-                 "shapes": (prediction_scores.shape, seq_relationship_score.shape)}
+                 "shapes": (prediction_scores.shape, seq_relationship_score.shape),
+                 "gathered": None if gathered is None else (gathered, outputs.last_hidden_state.shape)}
         return output, cache
 
     def _backward(self, cache, loss=None, prediction_logits=None, seq_relationship_logits=None,
@@ -298,6 +311,11 @@ class BertForPreTraining(_BertHeadModel):
             dprediction += cross_entropy_backward(dloss, mlm_cache)
             dseq_relationship += cross_entropy_backward(dloss, nsp_cache)
         dsequence, dpooled, grads = self.cls.backward(dprediction, dseq_relationship, cache["cls"])
+        if cache["gathered"] is not None:                  # scatter the M rows back to their (B, T) positions
+            gathered, shape = cache["gathered"]
+            full = np.zeros((shape[0] * shape[1], shape[2]), dtype=dsequence.dtype)
+            full[gathered] = dsequence[0]
+            dsequence = full.reshape(shape)                                                     # (B, T, H)
         grads, dinputs_embeds = self._bert_backward(cache["bert"], grads, hidden_states, attentions,
                                                     last_hidden_state=dsequence, pooler_output=dpooled)
         _sum_tied_decoder_gradient(grads)
