@@ -12,6 +12,7 @@ and implements `forward(**inputs) -> (output, cache)` and
 `_backward(cache, **upstream) -> (grads, d_inputs_embeds)`.
 """
 import contextlib
+import inspect
 import os
 import threading
 import warnings
@@ -216,10 +217,16 @@ class BertPreTrainedModel(Module):
         return self.state.training
 
     # ---- forward / backward ---------------------------------------------------------
-    def __call__(self, *args, **kwargs):
-        if args:
-            raise TypeError(f"{type(self).__name__} takes keyword arguments only "
-                            "(input_ids=..., attention_mask=..., ...)")
+    def __call__(self, *args, return_dict=None, **kwargs):
+        """Run forward and keep its caches for backward(), as transformers' forward call:
+        positional arguments in forward's order (`model(input_ids)`, `model(input_ids, mask)`);
+        `output_attentions` / `output_hidden_states` not given (or None) default to the config's
+        fields of those names; `return_dict` (default: the config's, True) False returns the
+        tuple transformers returns: the output's fields that are not None, in order
+        (loss first when labels were given)."""
+        kwargs = self._forward_kwargs(args, kwargs)
+        if return_dict is None:
+            return_dict = getattr(self.config, "return_dict", True)
         self._cache = None                  # free the last forward's activations before making new ones
         self.state.keep_caches = is_grad_enabled()
         try:
@@ -228,7 +235,25 @@ class BertPreTrainedModel(Module):
             keep, self.state.keep_caches = self.state.keep_caches, True
         self._cache = cache if keep else None
         self._forward_without_grad = not keep
-        return output
+        return output if return_dict else output.to_tuple()
+
+    def _forward_kwargs(self, args, kwargs):
+        """Positional arguments bound to forward's parameter names; the output flags left
+        unset take the config's values (transformers: `output_attentions if output_attentions
+        is not None else self.config.output_attentions`)."""
+        names = [n for n, p in inspect.signature(self.forward).parameters.items()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes at most {len(names)} positional arguments "
+                            f"({', '.join(names)}), got {len(args)}")
+        for name, value in zip(names, args):
+            if name in kwargs:
+                raise TypeError(f"{type(self).__name__}() got multiple values for argument {name!r}")
+            kwargs[name] = value
+        for flag in ("output_attentions", "output_hidden_states"):
+            if flag in names and kwargs.get(flag) is None:
+                kwargs[flag] = bool(getattr(self.config, flag, False))
+        return kwargs
 
     def backward(self, retain_graph=False, **upstream):
         """Gradients of the last forward call, keyed as transformers' `named_parameters()`.
