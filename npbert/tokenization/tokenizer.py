@@ -174,7 +174,7 @@ class BertTokenizer:
         for name in ("padding_side", "truncation_side"):
             if getattr(self, name) not in ("right", "left"):
                 raise ValueError(f"{name} should be 'right' or 'left', got {getattr(self, name)!r}")
-        self.model_input_names = list(kwargs.pop("model_input_names", ["input_ids", "attention_mask"]))
+        self.model_input_names = list(kwargs.pop("model_input_names", ["input_ids", "token_type_ids", "attention_mask"]))
         self.clean_up_tokenization_spaces = kwargs.pop("clean_up_tokenization_spaces", True)
         self.pad_token_type_id = 0
         if kwargs:

@@ -17,10 +17,16 @@ def reference_class():
     pytest.importorskip("transformers")
     try:
         from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
-        return BertTokenizerLegacy
     except ImportError:  # transformers 4.x: the Python one is BertTokenizer
         from transformers import BertTokenizer
         return BertTokenizer
+
+    class BertTokenizerPython4x(BertTokenizerLegacy):
+        """5.x's Python tokenizer with 4.x's (and the Rust BertTokenizer's) model inputs:
+        token_type_ids are returned by default, as npbert does."""
+        model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
+
+    return BertTokenizerPython4x
 
 
 @pytest.fixture(scope="session")
