@@ -23,6 +23,7 @@ import numpy as np
 from npbert.config import BertConfig
 
 from .module import ModelState, Module
+from .torch_api import TorchModuleAPI
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -62,7 +63,7 @@ def _check_dtype(dtype):
     return dtype.type
 
 
-class BertPreTrainedModel(Module):
+class BertPreTrainedModel(TorchModuleAPI, Module):
     base_model_prefix = "bert"
     # Parameters under these prefixes may be missing from a checkpoint: they are then
     # initialised fresh with a warning (a task head, or the pooler), as transformers does.
