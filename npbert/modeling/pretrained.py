@@ -284,6 +284,12 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
                                "the forward's activations")
         # Bad upstream gradients are rejected before any layer's cache is released, so a
         # backward that raises leaves the forward usable.
+        params = inspect.signature(self._backward).parameters
+        accepted = [n for n, p in params.items() if n != "cache" and p.kind != p.VAR_KEYWORD]
+        unknown = [n for n in upstream if n not in accepted]
+        if unknown and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            raise TypeError(f"{type(self).__name__}.backward() got unexpected keyword(s) {unknown}: it takes the "
+                            f"upstream gradient of an output by name, one of {accepted} (and retain_graph)")
         self.state.release_caches = not retain_graph
         try:
             grads, dembeds = self._backward(self._cache, **upstream)
@@ -300,34 +306,54 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
 
     # ---- checkpoints ----------------------------------------------------------------
     @classmethod
-    def from_pretrained(cls, path, dtype=np.float32, **config_overrides):
+    def from_pretrained(cls, path, dtype=np.float32, config=None, **kwargs):
         """Load `path`: a directory holding a config and one weights file, or a weights file.
 
         Formats: model.safetensors, pytorch_model.bin, tf_model.h5, Google's bert_model.ckpt,
-        npbert .h5.  Keys the class does not use are named in a warning; a missing task head
-        (or pooler) is initialised fresh with a warning naming its keys; any other missing key,
-        or a shape that does not fit, is an error naming the key.
+        npbert .h5.  `config`: a BertConfig to use instead of the stored one.  Other keywords
+        are config fields (`num_labels=3`, `output_attentions=True`, ...) that override the
+        loaded config, or options of the class's constructor (`add_pooling_layer=False`); any
+        other keyword is an error, and a config whose `model_type` is not "bert" a warning.
+        Keys the class does not use are named in a warning; a missing task head (or pooler) is
+        initialised fresh with a warning naming its keys; any other missing key, or a shape
+        that does not fit, is an error naming the key.
         """
         from npbert import io
-        from npbert.config import find_config_file
+        from npbert.config import find_config_file, read_config_dict
 
         weights_file = io.find_weights_file(path)
-        if io.detect_format(weights_file) == io.NPBERT_H5:
+        if config is not None:
+            if not isinstance(config, BertConfig):
+                raise TypeError(f"from_pretrained: config must be a BertConfig, got {type(config).__name__}")
+            config_source, stored = "the given config", config.to_dict()
+        elif io.detect_format(weights_file) == io.NPBERT_H5:
             config_source = f"the config stored in {weights_file}"
-            config = BertConfig.from_dict(io.read_npbert_h5_config(weights_file), **config_overrides)
+            stored = io.read_npbert_h5_config(weights_file)
         else:
             config_source = find_config_file(weights_file)
-            config = BertConfig.from_json_file(config_source, **config_overrides)
+            stored = read_config_dict(config_source)
+        model_kwargs, config_overrides = _split_kwargs(cls, kwargs, stored)
+        if stored.get("model_type", "bert") != "bert":
+            warnings.warn(f"{config_source} has model_type={stored['model_type']!r}: you are using a model of "
+                          f"that type to instantiate {cls.__name__} (BERT); this is not supported for all "
+                          "configurations and can yield errors", stacklevel=2)
+        if config is None:
+            config = BertConfig.from_dict(stored, **config_overrides)
+        elif config_overrides:
+            config = BertConfig.from_dict(config.to_dict(), **config_overrides)
         checkpoint = io.read_state_dict(weights_file)
         with _no_init():
-            model = cls(config, dtype=dtype)
+            model = cls(config, dtype=dtype, **model_kwargs)
         expected = {name: p.shape for name, p in model.state.params.items()}
         result = io.match_state_dict(checkpoint, expected, base_model_prefix=cls.base_model_prefix)
         if result.mismatched:
-            lines = [f"  {k}: checkpoint {tuple(c)}, model {tuple(m)}" for k, c, m in result.mismatched]
+            shown = 5
+            lines = [f"  {k}: checkpoint {tuple(c)}, model {tuple(m)}" for k, c, m in result.mismatched[:shown]]
+            if len(result.mismatched) > shown:
+                lines.append(f"  ... and {len(result.mismatched) - shown} more tensors")
             raise ValueError(f"{weights_file}: shapes do not fit {cls.__name__} built from {config_source}"
-                             f"{' with overrides ' + str(config_overrides) if config_overrides else ''}:\n"
-                             + "\n".join(lines))
+                             f"{' with overrides ' + str(config_overrides) if config_overrides else ''} "
+                             f"({len(result.mismatched)} tensors differ):\n" + "\n".join(lines))
         fresh = [k for k in result.missing if k.startswith(cls._fresh_prefixes)]
         missing = [k for k in result.missing if not k.startswith(cls._fresh_prefixes)]
         if missing:
@@ -350,6 +376,9 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
         each atomically, loadable by transformers' `from_pretrained` (safetensors)."""
         from npbert import io
 
+        if os.path.exists(directory) and not os.path.isdir(directory):
+            raise NotADirectoryError(f"save_pretrained({directory!r}): that path is an existing file; "
+                                     "save_pretrained writes a directory (config.json and the weights)")
         os.makedirs(directory, exist_ok=True)
         config = BertConfig.from_dict(self.config.to_dict(), architectures=[type(self).__name__])
         # One copy per parameter: a tied weight is saved under its own name only, as
@@ -362,3 +391,21 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
         else:
             raise ValueError(f"save_pretrained: format must be 'safetensors' or 'h5', got {format!r}")
         config.to_json_file(os.path.join(directory, "config.json"))     # atomic, as the weights
+
+
+def _split_kwargs(cls, kwargs, stored):
+    """from_pretrained's keywords -> (options of cls.__init__, config overrides); a keyword that
+    is neither (nor a field of the stored config) is a TypeError, as a typo must not pass silently."""
+    from npbert.config import CONFIG_FIELDS
+
+    init_options = [n for n, p in inspect.signature(cls.__init__).parameters.items()
+                    if n not in ("self", "config", "seed", "dtype") and not n.startswith("_")
+                    and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    model_kwargs = {k: v for k, v in kwargs.items() if k in init_options}
+    overrides = {k: v for k, v in kwargs.items() if k not in model_kwargs}
+    unknown = [k for k in overrides if k not in CONFIG_FIELDS and k not in stored]
+    if unknown:
+        raise TypeError(f"{cls.__name__}.from_pretrained() got unknown keyword(s) {unknown}: a keyword must be a "
+                        f"config field (e.g. num_labels, output_attentions, hidden_dropout_prob), a loader "
+                        f"option (dtype, config) or an option of {cls.__name__}({', '.join(init_options) or ''})")
+    return model_kwargs, overrides
