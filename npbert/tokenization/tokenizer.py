@@ -33,6 +33,7 @@ import warnings
 import numpy as np
 
 from npbert.tokenization.basic import CJK_RANGES, SEPARATOR_CHARS, BasicTokenizer
+from npbert.tokenization.extras import TokenizerExtras, Words, as_words, word_ids_from_offsets
 from npbert.tokenization.wordpiece import WordpieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,18 @@ def load_vocab(vocab_file):
 class BatchEncoding(dict):
     """The dict `__call__` returns; keys are also attributes (`enc.input_ids`)."""
 
+    _word_ids = None
+
+    def word_ids(self, batch_index=0):
+        """The word index of each token of row `batch_index` (None for [CLS], [SEP], padding),
+        as transformers' fast tokenizers: see npbert/tokenization/extras.py."""
+        if self._word_ids is None:
+            raise ValueError("word_ids() is available on encodings made by the tokenizer's __call__ "
+                             "(not on a dict built by hand or by pad())")
+        if not 0 <= batch_index < len(self._word_ids):
+            raise IndexError(f"word_ids(batch_index={batch_index}): the encoding has {len(self._word_ids)} row(s)")
+        return list(self._word_ids[batch_index])
+
     def __getattr__(self, key):
         try:
             return self[key]
@@ -95,18 +108,18 @@ class BatchEncoding(dict):
 def _as_int64(value):
     """Lists (of lists) of ints -> np.int64 array, as transformers' "np" tensors.
 
-    A ragged batch (no padding) becomes a 1-D object array of int64 arrays,
-    which is what transformers gives too.
+    A ragged batch (rows of different lengths) is an error, as in transformers: an
+    object array would only fail later, inside the model.
     """
     if value and isinstance(value[0], (list, tuple)) and len({len(v) for v in value}) > 1:
-        ragged = np.empty(len(value), dtype=object)
-        for i, v in enumerate(value):
-            ragged[i] = np.asarray(v, dtype=np.int64)
-        return ragged
+        raise ValueError(
+            f"return_tensors='np' cannot stack rows of different lengths {sorted({len(v) for v in value})}: "
+            "pass padding=True (and truncation=True for texts longer than the model's maximum) to "
+            "get one (B, T) array")
     return np.asarray(value, dtype=np.int64)
 
 
-class BertTokenizer:
+class BertTokenizer(TokenizerExtras):
     """BERT's tokenizer: BasicTokenizer + WordPiece + the encoding interface.
 
     Args:
@@ -278,7 +291,7 @@ class BertTokenizer:
     # Text -> tokens
     # ------------------------------------------------------------------
 
-    def tokenize(self, text):
+    def _tokenize(self, text):
         """Text -> list of WordPiece tokens (no [CLS]/[SEP] added)."""
         if not isinstance(text, str):
             raise TypeError(f"tokenize() takes a str, got {type(text).__name__}")
@@ -486,6 +499,7 @@ class BertTokenizer:
         return_offsets_mapping=False,
         return_length=False,
         verbose=True,
+        is_split_into_words=False,
     ):
         """Encode one text, a pair, a batch of texts or a batch of pairs.
 
@@ -499,6 +513,21 @@ class BertTokenizer:
         """
         if text is None:
             raise ValueError("You need to specify `text`.")
+        if is_split_into_words:
+            # Words given by the caller: each word is tokenized alone, and the pipeline carries
+            # (w, w + 1) in place of character offsets so that word_ids() follows truncation.
+            if return_offsets_mapping:
+                raise ValueError("return_offsets_mapping with is_split_into_words=True is not supported; "
+                                 "use word_ids() to map tokens to the given words")
+            enc = self(as_words(text), as_words(text_pair), add_special_tokens, padding, truncation, max_length,
+                       stride, pad_to_multiple_of, padding_side, None, return_token_type_ids,
+                       return_attention_mask, return_overflowing_tokens, return_special_tokens_mask, True,
+                       return_length, verbose)
+            spans = enc.pop("offset_mapping")
+            word_ids = word_ids_from_offsets([spans] if not _is_batch(text[0] if text else "") else spans)
+            enc = self._to_batch_encoding(dict(enc), return_tensors, batch_axis=not _is_batch(text[0] if text else ""))
+            enc._word_ids = word_ids
+            return enc
         if return_tensors not in (None, "np"):
             raise ValueError(f"return_tensors={return_tensors!r}: npbert returns lists (None) or NumPy arrays ('np').")
         if padding_side not in (None, "left", "right"):
@@ -535,7 +564,8 @@ class BertTokenizer:
                 self._pad_single(encoded, **pad_options)
             if return_length:
                 encoded["length"] = len(encoded["input_ids"])
-            return self._to_batch_encoding(encoded, return_tensors, batch_axis=True)
+            return self._with_word_ids(self._to_batch_encoding(encoded, return_tensors, batch_axis=True),
+                                       [encoded["input_ids"]])
 
         if text_pair is not None and (not _is_batch(text_pair) or len(text_pair) != len(text)):
             raise ValueError("If `text` is a batch, `text_pair` must also be a batch of the same length.")
@@ -565,7 +595,12 @@ class BertTokenizer:
             batch["overflowing_tokens"] = [row.get("overflowing_tokens", []) for row in rows]
             batch["num_truncated_tokens"] = [row.get("num_truncated_tokens", 0) for row in rows]
         batch = self._pad_batch(batch, **pad_options)
-        return self._to_batch_encoding(batch, return_tensors, batch_axis=False)
+        return self._with_word_ids(self._to_batch_encoding(batch, return_tensors, batch_axis=False),
+                                   batch["input_ids"])
+
+    def _with_word_ids(self, encoding, rows):
+        encoding._word_ids = self._word_ids_from_tokens(rows)
+        return encoding
 
     def encode(
         self,
@@ -597,6 +632,13 @@ class BertTokenizer:
         """One sequence (str, or list of ids) -> (ids, offsets or None)."""
         if isinstance(text, str):
             return self._encode_text(text, with_offsets)
+        if isinstance(text, Words):
+            ids, spans = [], []
+            for w, word in enumerate(text.words):
+                word_ids = self._encode_text(word, False)[0]
+                ids += word_ids
+                spans += [(w, w + 1)] * len(word_ids)
+            return ids, (spans if with_offsets else None)
         if isinstance(text, (list, tuple)) and text and all(isinstance(i, (int, np.integer)) for i in text):
             if with_offsets:
                 raise ValueError("return_offsets_mapping needs text, not a list of ids.")
@@ -914,7 +956,7 @@ class BertTokenizer:
 def _is_batch(text):
     """A list/tuple of texts (or of pairs, or of id lists) rather than one text."""
     return isinstance(text, (list, tuple)) and (
-        not text or isinstance(text[0], (str, list, tuple))
+        not text or isinstance(text[0], (str, list, tuple, Words))
     )
 
 

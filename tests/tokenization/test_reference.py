@@ -211,6 +211,12 @@ def _compare_call(ours, theirs, *args, **kwargs):
         with pytest.raises(ValueError):
             ours(*args, **kwargs)
         return
+    if any(getattr(v, "dtype", None) == object for v in expected.values()):
+        # The Python tokenizer returns object arrays for a ragged batch with return_tensors="np"
+        # (the model then fails on dtype object); npbert raises there, as the Rust tokenizer does.
+        with pytest.raises(ValueError, match="padding=True"):
+            ours(*args, **kwargs)
+        return
     assert_encodings_equal(ours(*args, **kwargs), expected)
 
 
