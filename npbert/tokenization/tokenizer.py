@@ -32,7 +32,7 @@ import warnings
 
 import numpy as np
 
-from npbert.tokenization.basic import CJK_RANGES, SEPARATOR_CHARS, BasicTokenizer
+from npbert.tokenization.basic import SEPARATOR_CHARS, BasicTokenizer, cjk_ranges_kept
 from npbert.tokenization.extras import TokenizerExtras, Words, as_words, word_ids_from_offsets
 from npbert.tokenization.wordpiece import WordpieceTokenizer
 
@@ -56,7 +56,11 @@ _RAW_WORD = re.compile(f"[^{SEPARATOR_CHARS}]+")
 # With tokenize_chinese_chars, every CJK ideograph is a raw word of its own too
 # (the BasicTokenizer puts spaces around it), so Chinese text, written without
 # spaces, is looked up one character at a time instead of one sentence at a time.
-_CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES)
+# Only the ideographs the BasicTokenizer keeps: a code point of a CJK range that is unassigned
+# in Python's Unicode tables (category Cn, e.g. U+FAFF, U+2B73F, the ends of several ranges)
+# is a control character, deleted by the cleaning BEFORE the CJK split, so "a\ufaffb" is the
+# word "ab"; cutting it out as a word of its own would give "a", "b".
+_CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" if lo < hi else chr(lo) for lo, hi in cjk_ranges_kept())
 _RAW_WORD_OR_CJK = re.compile(f"[{_CJK_CLASS}]|[^{SEPARATOR_CHARS}{_CJK_CLASS}]+")
 # With do_basic_tokenize=False, WordPiece splits on Python whitespace only.
 _PYTHON_WORD = re.compile(r"\S+")
