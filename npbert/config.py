@@ -31,6 +31,13 @@ _DEFAULTS = {
     "problem_type": None,
 }
 
+# Keywords that name a config field (besides _DEFAULTS): transformers' PretrainedConfig fields
+# BERT uses.  from_pretrained refuses a keyword that is neither one of these, a field of the
+# loaded config, nor a loader or model option.
+CONFIG_FIELDS = (*_DEFAULTS, "num_labels", "id2label", "label2id", "output_attentions",
+                 "output_hidden_states", "return_dict", "position_embedding_type", "finetuning_task",
+                 "architectures")
+
 _PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 CONFIG_NAMES = ("config.json", "bert_config.json")
 
@@ -129,18 +136,19 @@ class BertConfig:
 
     @classmethod
     def from_dict(cls, d, **overrides):
+        """`overrides` replace fields of `d`; `num_labels` alone re-sizes the stored label map
+        (set after construction, as transformers' from_pretrained sets its keywords)."""
+        if "num_labels" in overrides and "id2label" not in overrides:
+            overrides = dict(overrides)
+            num_labels = overrides.pop("num_labels")
+            config = cls(**{**d, **overrides})
+            config.num_labels = num_labels
+            return config
         return cls(**{**d, **overrides})
 
     @classmethod
     def from_json_file(cls, path, **overrides):
-        try:
-            with open(path, "r", encoding="utf-8") as f:
-                d = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not a valid JSON config ({e})") from None
-        if not isinstance(d, dict):
-            raise ValueError(f"{path}: a config must be a JSON object, got {type(d).__name__}")
-        return cls.from_dict(d, **overrides)
+        return cls.from_dict(read_config_dict(path), **overrides)
 
     @classmethod
     def from_pretrained(cls, path, **overrides):
@@ -164,3 +172,15 @@ def find_config_file(path):
         if os.path.isfile(candidate):
             return candidate
     raise FileNotFoundError(f"no config.json or bert_config.json in {directory}")
+
+
+def read_config_dict(path):
+    """The JSON object of a config file, as a dict (errors name the file)."""
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            d = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not a valid JSON config ({e})") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{path}: a config must be a JSON object, got {type(d).__name__}")
+    return d

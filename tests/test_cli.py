@@ -96,7 +96,7 @@ def test_explain_random_in_process(capsys):
             continue                                # its row says "ok: 0 expected"
         assert err_ < cli_explain.REL_TOL, (name, err_)
     # The shapes are printed with the dimension letters of docs/index.md.
-    assert re.search(r"attention\.self\.query\(x\)\s+-> Q\s+\(1, 4, 12, 16\)\s+B,N,T,D ", out)  # N=4 heads of D=16
+    assert re.search(r"attention\.self\.query\(x\)\s+-> Q\s+\(1, 4, 12, 16\)\s+B,N,F,D ", out)  # N=4 heads of D=16
     assert re.search(r"-> intermediate\s+\(1, 12, 128\)\s+B,T,I ", out)                       # I=128
     assert re.search(r"pooler\.dense\.bias\s+\(64,\)\s", out)                                  # gradient table
 

@@ -278,7 +278,7 @@ def walk_forward(model, ids, attention_mask, out, checks):
         scores = q @ k.transpose(0, 1, 3, 2) * dtype(D ** -0.5) + mask                               # (B, N, F, T)
         probs, _ = softmax_forward(scores)                                                           # (B, N, F, T)
         context = (probs @ v).transpose(0, 2, 1, 3).reshape(B, T, N * D)                             # (B, F, H)
-        table.row("attention.self.query(x)      -> Q", q, "B,N,T,D")
+        table.row("attention.self.query(x)      -> Q", q, "B,N,F,D")
         table.row("attention.self.key(x)        -> K", k, "B,N,T,D")
         table.row("attention.self.value(x)      -> V", v, "B,N,T,D")
         table.row("scores = Q K^T / sqrt(D) + mask", scores, "B,N,F,T")
@@ -397,7 +397,7 @@ def gradient_check(model, ids, attention_mask, seed, out, checks):
             # The true gradient is 0 (docs/backward.md): both numbers are round-off.  The loss carries
             # ~1e-16 |loss| of it; the difference quotient divides that by EPS (with a wide margin).
             ok = checks.add(name, abs(analytic) < 1e-12 and abs(numeric) < 1e-11 * max(1.0, abs(base)) / EPS)
-            verdict = f"{'0 expected (*)' if ok else '0 expected (*)  FAIL'}"
+            verdict = f"{'0 (*)':>10}{'' if ok else '  FAIL'}"             # in the rel_error column
         else:
             err = rel_error(analytic, numeric)
             ok = checks.add(name, err < REL_TOL)
@@ -412,8 +412,8 @@ def gradient_check(model, ids, attention_mask, seed, out, checks):
     for name in names:
         a, n = directional(params[name], grads[name], lambda: loss(input_ids=ids))
         report(name, params[name].shape, grads[name], a, n, zero_expected=name.endswith("attention.self.key.bias"))
-    print("  (*) a key bias adds the same amount to every score of a softmax row, which softmax ignores: its true\n"
-          "      gradient is 0 and both numbers are round-off (docs/backward.md, \"Why the key bias gets a zero gradient\")",
+    print("  (*) 0 expected: a key bias adds the same amount to every score of a softmax row, which softmax\n"
+          "      ignores: its true gradient is 0 and both numbers are round-off (docs/backward.md, \"Why the key bias gets a zero gradient\")",
           file=out)
     return len(names) + 1
 
@@ -449,8 +449,8 @@ def explain(args, out=None):
     print(f"  tokens   {_shorten(tokens)}", file=out)
     print(f"           ({how})", file=out)
     print(f"  ids      {_shorten(ids[0].tolist())}   B={B}, T={T}, attention_mask all 1", file=out)
-    print("  dims     B batch, T tokens (keys), F tokens (queries), H hidden, N heads, D head size, "
-          "I intermediate  (docs/index.md)", file=out)
+    print("  dims     B batch, T tokens (keys), F tokens (queries; F = T here), H hidden, N heads, D head size,\n"
+          "           I intermediate, L layers, V vocab, P positions, Y token types  (docs/index.md)", file=out)
 
     print(f"\nForward ({args.dtype}, eval: dropout off).  Each tensor recomputed from the parameters with "
           "npbert.ops, checked against\nthe model's own output_hidden_states / output_attentions / pooler_output:",

@@ -219,20 +219,13 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
 
     # ---- forward / backward ---------------------------------------------------------
     def __call__(self, *args, return_dict=None, **kwargs):
-        """forward(...) as transformers: positional arguments in forward's order (input_ids,
-        attention_mask, token_type_ids, ...); output_attentions / output_hidden_states default to
-        the config's; return_dict=False (here or in the config) gives the output as a tuple."""
-        names = list(inspect.signature(self.forward).parameters)
-        if len(args) > len(names):
-            raise TypeError(f"{type(self).__name__}() takes at most {len(names)} positional arguments "
-                            f"({', '.join(names)}), got {len(args)}")
-        for name, value in zip(names, args):
-            if name in kwargs:
-                raise TypeError(f"{type(self).__name__}() got multiple values for argument {name!r}")
-            kwargs[name] = value
-        for flag in ("output_attentions", "output_hidden_states"):
-            if flag in names and kwargs.get(flag) is None:
-                kwargs[flag] = bool(getattr(self.config, flag, False))
+        """Run forward and keep its caches for backward(), as transformers' forward call:
+        positional arguments in forward's order (`model(input_ids)`, `model(input_ids, mask)`);
+        `output_attentions` / `output_hidden_states` not given (or None) default to the config's
+        fields of those names; `return_dict` (default: the config's, True) False returns the
+        tuple transformers returns: the output's fields that are not None, in order
+        (loss first when labels were given)."""
+        kwargs = self._forward_kwargs(args, kwargs)
         if return_dict is None:
             return_dict = getattr(self.config, "return_dict", True)
         self._cache = None                  # free the last forward's activations before making new ones
@@ -244,6 +237,24 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
         self._cache = cache if keep else None
         self._forward_without_grad = not keep
         return output if return_dict else output.to_tuple()
+
+    def _forward_kwargs(self, args, kwargs):
+        """Positional arguments bound to forward's parameter names; the output flags left
+        unset take the config's values (transformers: `output_attentions if output_attentions
+        is not None else self.config.output_attentions`)."""
+        names = [n for n, p in inspect.signature(self.forward).parameters.items()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes at most {len(names)} positional arguments "
+                            f"({', '.join(names)}), got {len(args)}")
+        for name, value in zip(names, args):
+            if name in kwargs:
+                raise TypeError(f"{type(self).__name__}() got multiple values for argument {name!r}")
+            kwargs[name] = value
+        for flag in ("output_attentions", "output_hidden_states"):
+            if flag in names and kwargs.get(flag) is None:
+                kwargs[flag] = bool(getattr(self.config, flag, False))
+        return kwargs
 
     def backward(self, retain_graph=False, **upstream):
         """Gradients of the last forward call, keyed as transformers' `named_parameters()`.
@@ -275,11 +286,10 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
         # backward that raises leaves the forward usable.
         params = inspect.signature(self._backward).parameters
         accepted = [n for n, p in params.items() if n != "cache" and p.kind != p.VAR_KEYWORD]
-        takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())     # a subclass passing them on
-        unknown = [] if takes_any else [k for k in upstream if k not in accepted]
-        if unknown:
-            raise TypeError(f"{type(self).__name__}.backward() got gradients for {unknown}, which are not outputs "
-                            f"it can differentiate; it takes: {', '.join(accepted)} (and retain_graph)")
+        unknown = [n for n in upstream if n not in accepted]
+        if unknown and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            raise TypeError(f"{type(self).__name__}.backward() got unexpected keyword(s) {unknown}: it takes the "
+                            f"upstream gradient of an output by name, one of {accepted} (and retain_graph)")
         self.state.release_caches = not retain_graph
         try:
             grads, dembeds = self._backward(self._cache, **upstream)
@@ -295,64 +305,55 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
                 for name, p in self.state.params.items() if name not in frozen}
 
     # ---- checkpoints ----------------------------------------------------------------
-    # config fields a from_pretrained keyword may set besides BertConfig's own (transformers' common ones)
-    _config_keywords = ("num_labels", "id2label", "label2id", "output_attentions", "output_hidden_states",
-                        "return_dict", "architectures")
-
     @classmethod
-    def from_pretrained(cls, path, dtype=np.float32, config=None, **config_overrides):
+    def from_pretrained(cls, path, dtype=np.float32, config=None, **kwargs):
         """Load `path`: a directory holding a config and one weights file, or a weights file.
 
         Formats: model.safetensors, pytorch_model.bin, tf_model.h5, Google's bert_model.ckpt,
-        npbert .h5.  Keys the class does not use are named in a warning; a missing task head
-        (or pooler) is initialised fresh with a warning naming its keys; any other missing key,
-        or a shape that does not fit, is an error naming the key.
+        npbert .h5.  `config`: a BertConfig to use instead of the stored one.  Other keywords
+        are config fields (`num_labels=3`, `output_attentions=True`, ...) that override the
+        loaded config, or options of the class's constructor (`add_pooling_layer=False`); any
+        other keyword is an error, and a config whose `model_type` is not "bert" a warning.
+        Keys the class does not use are named in a warning; a missing task head (or pooler) is
+        initialised fresh with a warning naming its keys; any other missing key, or a shape
+        that does not fit, is an error naming the key.
         """
         from npbert import io
-        from npbert.config import find_config_file
-
-        from npbert.config import _DEFAULTS
+        from npbert.config import find_config_file, read_config_dict
 
         weights_file = io.find_weights_file(path)
         if config is not None:
             if not isinstance(config, BertConfig):
-                raise TypeError(f"from_pretrained(config=...) takes a BertConfig, got {type(config).__name__}")
-            config_source = "the config given"
-            config = BertConfig.from_dict(config.to_dict(), **config_overrides)
-            saved = config.to_dict()
+                raise TypeError(f"from_pretrained: config must be a BertConfig, got {type(config).__name__}")
+            config_source, stored = "the given config", config.to_dict()
         elif io.detect_format(weights_file) == io.NPBERT_H5:
             config_source = f"the config stored in {weights_file}"
-            saved = io.read_npbert_h5_config(weights_file)
-            config = BertConfig.from_dict(saved, **config_overrides)
+            stored = io.read_npbert_h5_config(weights_file)
         else:
             config_source = find_config_file(weights_file)
-            config = BertConfig.from_json_file(config_source, **config_overrides)
-            import json
-            with open(config_source, encoding="utf-8") as f:
-                saved = json.load(f)
-        unknown = [k for k in config_overrides
-                   if k not in _DEFAULTS and k not in cls._config_keywords and k not in saved]
-        if unknown:
-            raise TypeError(f"{cls.__name__}.from_pretrained() got keywords that are neither config fields nor "
-                            f"loader options: {unknown}; loader options: dtype, config; config fields: "
-                            f"{sorted(_DEFAULTS)[:6]}... (see BertConfig)")
-        model_type = saved.get("model_type") if isinstance(saved, dict) else None
-        if model_type not in (None, "bert"):
-            warnings.warn(f"{config_source} describes a {model_type!r} model; npbert builds a BERT "
-                          f"({cls.__name__}) from it, which may not compute what that model does", stacklevel=2)
+            stored = read_config_dict(config_source)
+        model_kwargs, config_overrides = _split_kwargs(cls, kwargs, stored)
+        if stored.get("model_type", "bert") != "bert":
+            warnings.warn(f"{config_source} has model_type={stored['model_type']!r}: you are using a model of "
+                          f"that type to instantiate {cls.__name__} (BERT); this is not supported for all "
+                          "configurations and can yield errors", stacklevel=2)
+        if config is None:
+            config = BertConfig.from_dict(stored, **config_overrides)
+        elif config_overrides:
+            config = BertConfig.from_dict(config.to_dict(), **config_overrides)
         checkpoint = io.read_state_dict(weights_file)
         with _no_init():
-            model = cls(config, dtype=dtype)
+            model = cls(config, dtype=dtype, **model_kwargs)
         expected = {name: p.shape for name, p in model.state.params.items()}
         result = io.match_state_dict(checkpoint, expected, base_model_prefix=cls.base_model_prefix)
         if result.mismatched:
-            lines = [f"  {k}: checkpoint {tuple(c)}, model {tuple(m)}" for k, c, m in result.mismatched[:5]]
-            if len(result.mismatched) > 5:
-                lines.append(f"  ... and {len(result.mismatched) - 5} more tensors")
-            raise ValueError(f"{weights_file}: {len(result.mismatched)} shapes do not fit {cls.__name__} built from "
-                             f"{config_source}"
-                             f"{' with overrides ' + str(config_overrides) if config_overrides else ''}:\n"
-                             + "\n".join(lines))
+            shown = 5
+            lines = [f"  {k}: checkpoint {tuple(c)}, model {tuple(m)}" for k, c, m in result.mismatched[:shown]]
+            if len(result.mismatched) > shown:
+                lines.append(f"  ... and {len(result.mismatched) - shown} more tensors")
+            raise ValueError(f"{weights_file}: shapes do not fit {cls.__name__} built from {config_source}"
+                             f"{' with overrides ' + str(config_overrides) if config_overrides else ''} "
+                             f"({len(result.mismatched)} tensors differ):\n" + "\n".join(lines))
         fresh = [k for k in result.missing if k.startswith(cls._fresh_prefixes)]
         missing = [k for k in result.missing if not k.startswith(cls._fresh_prefixes)]
         if missing:
@@ -376,8 +377,8 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
         from npbert import io
 
         if os.path.exists(directory) and not os.path.isdir(directory):
-            raise ValueError(f"save_pretrained({directory!r}): that is a file; save_pretrained writes config.json "
-                             "and the weights into a directory")
+            raise NotADirectoryError(f"save_pretrained({directory!r}): that path is an existing file; "
+                                     "save_pretrained writes a directory (config.json and the weights)")
         os.makedirs(directory, exist_ok=True)
         config = BertConfig.from_dict(self.config.to_dict(), architectures=[type(self).__name__])
         # One copy per parameter: a tied weight is saved under its own name only, as
@@ -390,3 +391,21 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
         else:
             raise ValueError(f"save_pretrained: format must be 'safetensors' or 'h5', got {format!r}")
         config.to_json_file(os.path.join(directory, "config.json"))     # atomic, as the weights
+
+
+def _split_kwargs(cls, kwargs, stored):
+    """from_pretrained's keywords -> (options of cls.__init__, config overrides); a keyword that
+    is neither (nor a field of the stored config) is a TypeError, as a typo must not pass silently."""
+    from npbert.config import CONFIG_FIELDS
+
+    init_options = [n for n, p in inspect.signature(cls.__init__).parameters.items()
+                    if n not in ("self", "config", "seed", "dtype") and not n.startswith("_")
+                    and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    model_kwargs = {k: v for k, v in kwargs.items() if k in init_options}
+    overrides = {k: v for k, v in kwargs.items() if k not in model_kwargs}
+    unknown = [k for k in overrides if k not in CONFIG_FIELDS and k not in stored]
+    if unknown:
+        raise TypeError(f"{cls.__name__}.from_pretrained() got unknown keyword(s) {unknown}: a keyword must be a "
+                        f"config field (e.g. num_labels, output_attentions, hidden_dropout_prob), a loader "
+                        f"option (dtype, config) or an option of {cls.__name__}({', '.join(init_options) or ''})")
+    return model_kwargs, overrides

@@ -1,144 +1,232 @@
-"""What a tutorial reader reaches for on a torch module, on npbert's models:
+"""torch.nn.Module / transformers idioms on an npbert model: what a tutorial reader types.
 
-    model.parameters()                   the arrays, in named_parameters() order (a tied weight once),
-                                         so sum(p.size for p in model.parameters()) counts as numel does
-    model.named_modules()                ("", model), ("bert", ...), ("bert.embeddings", ...), ... as torch
-    model.get_input_embeddings()         the word embedding table (an Embedding view with .weight)
-    model.resize_token_embeddings(n)     a vocabulary of n rows (new rows drawn as at initialisation)
-    print(model)                         the module tree as torch prints it
+    model.parameters()                 the arrays, as named_parameters() without names
+    sum(p.size for p in model.parameters())     the tutorials' `numel()` loop
+    model.named_modules()              ("", model), ("bert", ...), ("bert.embeddings", ...), ...
+    print(model)                       the module tree in torch's layout
+    model.get_input_embeddings()       the word embedding table (V, H), as an Embedding view
+    model.resize_token_embeddings(n)   V -> n rows (and the MLM bias), config.vocab_size = n
+
+npbert's modules own no arrays: every parameter lives in the model's one dict
+`model.state.params`.  These methods read that dict; `resize_token_embeddings` replaces the
+(V, H) array in it by a new (n, H) array (an optimizer built before holds the old array: build
+it again after resizing).
 """
-from collections import namedtuple
-
 import numpy as np
 
-Embedding = namedtuple("Embedding", ["weight", "num_embeddings", "embedding_dim", "padding_idx"])
+from .module import Module
+
+
+class Embedding:
+    """A view of one embedding table of the model's dict, as torch's nn.Embedding:
+    `.weight` (num_embeddings, embedding_dim) is read from the dict each time, so it is
+    always the model's current array; calling it looks ids up: (B, T) -> (B, T, H)."""
+
+    def __init__(self, params, name, padding_idx=None):
+        self._params, self.name, self.padding_idx = params, name, padding_idx
+
+    @property
+    def weight(self):
+        return self._params[self.name]
+
+    @property
+    def num_embeddings(self):
+        return self.weight.shape[0]
+
+    @property
+    def embedding_dim(self):
+        return self.weight.shape[1]
+
+    def __call__(self, input_ids):
+        return self.weight[np.asarray(input_ids)]                  # (B, T) -> (B, T, H)
+
+    def __repr__(self):
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"Embedding({self.num_embeddings}, {self.embedding_dim}{pad})"
 
 
 def _children(module):
-    """(attribute name, child module) in attribute order; lists of modules as name.0, name.1, ..."""
-    from .module import Module
+    """(attribute name, submodule) in construction order; a list of modules (the encoder's
+    `layer`) gives one child per item, named "layer.0", "layer.1", ..."""
     for name, value in vars(module).items():
-        if name.startswith("_") or name in ("state", "config"):
-            continue
         if isinstance(value, Module):
             yield name, value
-        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, Module) for v in value):
-            yield name, _ModuleList(value)
+        elif isinstance(value, list) and value and all(isinstance(v, Module) for v in value):
+            for i, v in enumerate(value):
+                yield f"{name}.{i}", v
 
 
-class _ModuleList:
-    """How torch prints a ModuleList: (layer): ModuleList((0-11): N x BertLayer(...))."""
-
-    def __init__(self, items):
-        self.items = items
-
-
-def _leaves(module, shapes, config):
-    """The leaf layers (Linear, Embedding, LayerNorm) of a module from its own parameter names:
-    [(position of its first parameter, line)]."""
-    own = {}
-    order = {n: i for i, n in enumerate(shapes)}
-    children = {name for name, _ in _children(module)}
-    for full, shape in shapes.items():
-        if not full.startswith(module.prefix):
-            continue
-        rest = full[len(module.prefix):]
-        leaf, _, kind = rest.rpartition(".")
-        if not leaf or "." in leaf or leaf in children:
-            continue
-        own.setdefault(leaf, {"at": order[full]})[kind] = shape
-    lines = []
-    for leaf, params in own.items():
-        w = params.get("weight")
-        if leaf.endswith("embeddings"):
-            pad = ", padding_idx=%d" % config.pad_token_id if leaf == "word_embeddings" else ""
-            line = f"({leaf}): Embedding({w[0]}, {w[1]}{pad})"
-        elif "LayerNorm" in leaf:
-            line = f"({leaf}): LayerNorm(({w[0]},), eps={config.layer_norm_eps}, elementwise_affine=True)"
-        elif w is not None and len(w) == 2:
-            line = f"({leaf}): Linear(in_features={w[1]}, out_features={w[0]}, bias={'bias' in params})"
-        else:
-            continue
-        lines.append((params["at"], line))
-    return lines
-
-
-def _first(module, shapes):
-    items = module.items[0] if isinstance(module, _ModuleList) else module
-    return next((i for i, n in enumerate(shapes) if n.startswith(items.prefix)), len(shapes))
-
-
-def _tree(module, shapes, config, indent=""):
-    """torch's module repr: children (leaf layers and submodules) in the order of their parameters."""
-    inner = indent + "  "
-    body = [(at, inner + line) for at, line in _leaves(module, shapes, config)]
+def _named_submodules(module, prefix):
+    """Depth first, parents before children, as torch's named_modules."""
     for name, child in _children(module):
-        if isinstance(child, _ModuleList):
-            first = _tree(child.items[0], shapes, config, inner + "  ")
-            n = len(child.items)
-            text = f"{inner}({name}): ModuleList(\n{inner}  (0-{n - 1}): {n} x {first}\n{inner})"
+        full = f"{prefix}.{name}" if prefix else name
+        yield full, child
+        yield from _named_submodules(child, full)
+
+
+def _order(state, prefix):
+    """Where `prefix` first appears among the registered parameters: construction order."""
+    return next((i for i, name in enumerate(state.inits) if name.startswith(prefix)), len(state.inits))
+
+
+def _leaves(module, child_prefixes, tied):
+    """The parameter-holding leaves torch would show inside `module` (nn.Linear, nn.Embedding,
+    nn.LayerNorm), as (order, name, repr) from the names and initialisers of the model's dict."""
+    state, prefix = module.state, module.prefix
+    groups = {}
+    names = list(state.inits) + [alias for alias in tied if alias.startswith(prefix)]
+    for full in names:
+        if not full.startswith(prefix) or any(full.startswith(c) for c in child_prefixes):
+            continue
+        leaf, _, kind = full[len(prefix):].rpartition(".")
+        if leaf:
+            groups.setdefault(leaf, {})[kind] = full
+    out = []
+    for leaf, parts in groups.items():
+        weight = parts.get("weight")
+        if weight is None:
+            continue                                   # a bare bias (the MLM decoder's) is a Parameter
+        shape, init = state.inits[tied.get(weight, weight)]
+        order = len(state.inits) if weight in tied else _order(state, prefix + leaf + ".")
+        if weight in tied:                             # the MLM decoder: nn.Linear(H, V) tied to the word embeddings
+            text = f"Linear(in_features={shape[1]}, out_features={shape[0]}, bias=True)"
+        elif isinstance(init, tuple):                  # ("embedding", padding_idx)
+            pad = "" if init[1] is None else f", padding_idx={init[1]}"
+            text = f"Embedding({shape[0]}, {shape[1]}{pad})"
+        elif init == "ones":
+            text = (f"LayerNorm(({shape[0]},), eps={state.config.layer_norm_eps}, "
+                    f"elementwise_affine=True, bias={'bias' in parts})")
         else:
-            text = f"{inner}({name}): {_tree(child, shapes, config, inner)}"
-        body.append((_first(child, shapes), text))
-    body = [text for _, text in sorted(body, key=lambda x: x[0])]
-    if type(module).__name__ == "BertSelfAttention":
-        body.append(f"{inner}(dropout): Dropout(p={module.config.attention_probs_dropout_prob}, inplace=False)")
-    if not body:
+            text = f"Linear(in_features={shape[1]}, out_features={shape[0]}, bias={'bias' in parts})"
+        out.append((order, leaf, text))
+    return out
+
+
+def _tree(module, tied):
+    """torch's Module.__repr__ lines for `module`, entries in construction order; equal
+    consecutive items of a list collapse to "(0-5): 6 x BertLayer(...)" as torch's ModuleList."""
+    children = list(_children(module))
+    entries = _leaves(module, [c.prefix for _, c in children], tied)
+    lists = {}
+    for name, child in children:
+        head, _, index = name.partition(".")
+        body = _tree(child, tied)
+        if index:
+            if head not in lists:
+                lists[head] = []
+                entries.append((_order(module.state, child.prefix), head, lists[head]))
+            lists[head].append(body)
+        else:
+            entries.append((_order(module.state, child.prefix), name, body))
+    entries.sort(key=lambda e: e[0])
+    lines = [f"{type(module).__name__}("]
+    for _, name, body in entries:
+        if isinstance(body, list):                     # a ModuleList
+            lines.append(f"  ({name}): ModuleList(")
+            i = 0
+            while i < len(body):
+                j = i
+                while j + 1 < len(body) and body[j + 1] == body[i]:
+                    j += 1
+                label = f"({i}): " if i == j else f"({i}-{j}): {j - i + 1} x "
+                sub = body[i].split("\n")
+                lines.append(f"    {label}{sub[0]}")
+                lines += ["    " + s for s in sub[1:]]
+                i = j + 1
+            lines.append("  )")
+        else:
+            sub = body.split("\n")
+            lines.append(f"  ({name}): {sub[0]}")
+            lines += ["  " + s for s in sub[1:]]
+    if len(lines) == 1:
         return f"{type(module).__name__}()"
-    return f"{type(module).__name__}(\n" + "\n".join(body) + f"\n{indent})"
+    lines.append(")")
+    return "\n".join(lines)
 
 
 class TorchModuleAPI:
+    """Mixed into BertPreTrainedModel: torch's and transformers' module idioms."""
+
     def parameters(self):
+        """The parameter arrays in named_parameters() order (a tied weight once), as torch's
+        `parameters()`: `sum(p.size for p in model.parameters())` is the parameter count."""
         return iter(self.state.params.values())
 
+    def named_children(self):
+        """(name, submodule) of the direct children, as torch."""
+        return iter(list(_children(self)))
+
+    def children(self):
+        return (m for _, m in self.named_children())
+
     def named_modules(self, prefix=""):
-        stack = [(prefix, self)]
-        while stack:
-            name, module = stack.pop(0)
-            yield name, module
-            kids = []
-            for child_name, child in _children(module):
-                full = f"{name}.{child_name}" if name else child_name
-                if isinstance(child, _ModuleList):
-                    kids += [(f"{full}.{i}", m) for i, m in enumerate(child.items)]
-                else:
-                    kids.append((full, child))
-            stack[0:0] = kids
+        """(qualified name, module) for this model and every submodule, depth first, as torch
+        ("" for the model itself, then "bert", "bert.embeddings", "bert.encoder.layer.0", ...).
+        npbert's modules are the HF classes that hold parameters (BertEmbeddings, BertSelfAttention,
+        ...); nn.Linear / nn.LayerNorm / nn.Dropout are not modules here but entries of the dict."""
+        yield prefix, self
+        yield from _named_submodules(self, prefix)
 
-    def _word_embeddings_name(self):
-        return next(n for n in self.state.params if n.endswith("embeddings.word_embeddings.weight"))
-
-    def get_input_embeddings(self):
-        name = self._word_embeddings_name()
-        w = self.state.params[name]
-        return Embedding(w, w.shape[0], w.shape[1], self.config.pad_token_id)
-
-    def resize_token_embeddings(self, new_num_tokens):
-        """Grow or shrink the vocabulary to `new_num_tokens` rows (the MLM decoder bias with it).
-        Kept rows are unchanged; new rows ~ N(0, initializer_range), as at initialisation.
-        This makes new arrays: build optimizers after it, not before."""
-        n = int(new_num_tokens)
-        if n < 1:
-            raise ValueError(f"resize_token_embeddings: new_num_tokens must be >= 1, got {new_num_tokens}")
-        rng = np.random.default_rng(n)
-        for name in list(self.state.params):
-            old = self.state.params[name]
-            is_table = name == self._word_embeddings_name()
-            is_bias = name.endswith("cls.predictions.bias")
-            if not (is_table or is_bias):
-                continue
-            shape = (n,) + old.shape[1:]
-            new = (rng.normal(0.0, self.config.initializer_range, size=shape).astype(old.dtype) if is_table
-                   else np.zeros(shape, dtype=old.dtype))
-            keep = min(n, old.shape[0])
-            new[:keep] = old[:keep]
-            self.state.params[name] = new
-            init_shape, init = self.state.inits[name]
-            self.state.inits[name] = (shape, init)
-        self.config.vocab_size = n
-        return self.get_input_embeddings()
+    def modules(self):
+        return (m for _, m in self.named_modules())
 
     def __repr__(self):
-        shapes = {n: p.shape for n, p in self.state.params.items()}
-        return _tree(self, shapes, self.config)
+        """The module tree in torch's `print(model)` layout, leaves (Linear, Embedding,
+        LayerNorm) written from the parameter shapes; dropout and activations are not shown."""
+        return _tree(self, dict(self._tied_aliases))
+
+    # ---- input embeddings ---------------------------------------------------------------
+    def _word_embeddings_name(self):
+        prefix = getattr(getattr(self, "bert", self), "prefix", "")
+        return prefix + "embeddings.word_embeddings.weight"
+
+    def get_input_embeddings(self):
+        """The word embeddings (V, H) as an Embedding view: `.weight` is the model's array."""
+        return Embedding(self.state.params, self._word_embeddings_name(), self.config.pad_token_id)
+
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        """Resize the word embeddings (V, H) -> (n, H), as transformers: rows [0, min(V, n)) are
+        kept; new rows, with `mean_resizing` (transformers' default), are drawn from a normal
+        with the old rows' mean and 1e-9 times their covariance, else from N(0, initializer_range).
+        The MLM decoder (tied) follows; its bias (V,) keeps its entries and new ones get the old
+        mean (or 0).  `config.vocab_size` becomes n.  Returns get_input_embeddings().
+
+        The model's dict stays the one source of truth: the table (and bias) are NEW arrays in
+        it, so an optimizer built before holds the old ones: build the optimizer after resizing."""
+        name = self._word_embeddings_name()
+        old = self.state.params[name]
+        V, H = old.shape
+        n = V if new_num_tokens is None else int(new_num_tokens)
+        if pad_to_multiple_of is not None:
+            n = -(-n // int(pad_to_multiple_of)) * int(pad_to_multiple_of)       # round up
+        if n <= 0:
+            raise ValueError(f"resize_token_embeddings: new_num_tokens must be positive, got {n}")
+        if n == V:
+            return self.get_input_embeddings()
+        pad = self.config.pad_token_id
+        if pad is not None and pad >= n:
+            raise ValueError(f"resize_token_embeddings({n}): pad_token_id={pad} would fall outside the table")
+        rng = getattr(self, "_init_rng", None) or np.random.default_rng(0)
+        new = np.empty((n, H), dtype=old.dtype)
+        keep = min(V, n)
+        new[:keep] = old[:keep]
+        if n > V:
+            if mean_resizing:
+                x = old.astype(np.float64)
+                mean = x.mean(axis=0)                                            # (H,)
+                cov = (x - mean).T @ (x - mean) / V                              # (H, H)
+                new[V:] = rng.multivariate_normal(mean, 1e-9 * cov, size=n - V, method="eigh")
+            else:
+                new[V:] = rng.normal(0.0, self.config.initializer_range, size=(n - V, H))
+        self.state.params[name] = new                                            # same key: order kept
+        self.state.inits[name] = ((n, H), self.state.inits[name][1])
+        for bias_name in [k for k in self.state.params if k.endswith("predictions.bias")]:
+            b = self.state.params[bias_name]
+            nb = np.empty((n,), dtype=b.dtype)
+            nb[:keep] = b[:keep]
+            nb[keep:] = b.mean() if mean_resizing else 0.0
+            self.state.params[bias_name] = nb
+            self.state.inits[bias_name] = ((n,), self.state.inits[bias_name][1])
+        self.config.vocab_size = n
+        self._cache = None                     # a forward before the resize cannot be differentiated now
+        return self.get_input_embeddings()

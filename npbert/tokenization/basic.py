@@ -67,6 +67,23 @@ def is_chinese_char(cp):
     return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
 
 
+def cjk_ranges_kept():
+    """CJK_RANGES without the code points the cleaning deletes (unassigned, category Cn):
+    [(lo, hi), ...] inclusive.  Those never reach the CJK split, so they must not count as
+    ideographs where the text is cut before cleaning (the tokenizer's single-pass regex)."""
+    kept = []
+    for lo, hi in CJK_RANGES:
+        start = None
+        for cp in range(lo, hi + 2):
+            ok = cp <= hi and not is_control(chr(cp))
+            if ok and start is None:
+                start = cp
+            elif not ok and start is not None:
+                kept.append((start, cp - 1))
+                start = None
+    return kept
+
+
 def is_whitespace(ch):
     """\\t, \\n, \\r, " " and every category-Zs character."""
     return ch in " \t\n\r" or unicodedata.category(ch) == "Zs"

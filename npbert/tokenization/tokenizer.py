@@ -32,7 +32,8 @@ import warnings
 
 import numpy as np
 
-from npbert.tokenization.basic import CJK_RANGES, SEPARATOR_CHARS, BasicTokenizer
+from npbert.tokenization.basic import SEPARATOR_CHARS, BasicTokenizer, cjk_ranges_kept
+from npbert.tokenization.extras import TokenizerExtras, Words, as_words, word_ids_from_offsets
 from npbert.tokenization.wordpiece import WordpieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,11 @@ _RAW_WORD = re.compile(f"[^{SEPARATOR_CHARS}]+")
 # With tokenize_chinese_chars, every CJK ideograph is a raw word of its own too
 # (the BasicTokenizer puts spaces around it), so Chinese text, written without
 # spaces, is looked up one character at a time instead of one sentence at a time.
-_CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES)
+# Only the ideographs the BasicTokenizer keeps: a code point of a CJK range that is unassigned
+# in Python's Unicode tables (category Cn, e.g. U+FAFF, U+2B73F, the ends of several ranges)
+# is a control character, deleted by the cleaning BEFORE the CJK split, so "a\ufaffb" is the
+# word "ab"; cutting it out as a word of its own would give "a", "b".
+_CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" if lo < hi else chr(lo) for lo, hi in cjk_ranges_kept())
 _RAW_WORD_OR_CJK = re.compile(f"[{_CJK_CLASS}]|[^{SEPARATOR_CHARS}{_CJK_CLASS}]+")
 # With do_basic_tokenize=False, WordPiece splits on Python whitespace only.
 _PYTHON_WORD = re.compile(r"\S+")
@@ -85,6 +90,18 @@ def load_vocab(vocab_file):
 class BatchEncoding(dict):
     """The dict `__call__` returns; keys are also attributes (`enc.input_ids`)."""
 
+    _word_ids = None
+
+    def word_ids(self, batch_index=0):
+        """The word index of each token of row `batch_index` (None for [CLS], [SEP], padding),
+        as transformers' fast tokenizers: see npbert/tokenization/extras.py."""
+        if self._word_ids is None:
+            raise ValueError("word_ids() is available on encodings made by the tokenizer's __call__ "
+                             "(not on a dict built by hand or by pad())")
+        if not 0 <= batch_index < len(self._word_ids):
+            raise IndexError(f"word_ids(batch_index={batch_index}): the encoding has {len(self._word_ids)} row(s)")
+        return list(self._word_ids[batch_index])
+
     def __getattr__(self, key):
         try:
             return self[key]
@@ -92,21 +109,21 @@ class BatchEncoding(dict):
             raise AttributeError(key) from None
 
 
-def _as_int64(value, key="input_ids"):
+def _as_int64(value):
     """Lists (of lists) of ints -> np.int64 array, as transformers' "np" tensors.
 
-    A ragged batch (sequences of different lengths, no padding) cannot be one array: an error
-    that says to pad, as transformers raises (a model would only fail later on dtype object).
+    A ragged batch (rows of different lengths) is an error, as in transformers: an
+    object array would only fail later, inside the model.
     """
     if value and isinstance(value[0], (list, tuple)) and len({len(v) for v in value}) > 1:
-        lengths = sorted({len(v) for v in value})
-        raise ValueError(f"Unable to create a NumPy array of {key!r}: the sequences have different lengths "
-                         f"({lengths[0]}..{lengths[-1]}). Pass padding=True (and truncation=True) to have "
-                         "batched arrays of one length.")
+        raise ValueError(
+            f"return_tensors='np' cannot stack rows of different lengths {sorted({len(v) for v in value})}: "
+            "pass padding=True (and truncation=True for texts longer than the model's maximum) to "
+            "get one (B, T) array")
     return np.asarray(value, dtype=np.int64)
 
 
-class BertTokenizer:
+class BertTokenizer(TokenizerExtras):
     """BERT's tokenizer: BasicTokenizer + WordPiece + the encoding interface.
 
     Args:
@@ -174,8 +191,6 @@ class BertTokenizer:
         for name in ("padding_side", "truncation_side"):
             if getattr(self, name) not in ("right", "left"):
                 raise ValueError(f"{name} should be 'right' or 'left', got {getattr(self, name)!r}")
-        # token_type_ids by default, as transformers' BertTokenizer (4.x Python and the Rust one):
-        # a pair then marks segment B without being asked
         self.model_input_names = list(kwargs.pop("model_input_names", ["input_ids", "token_type_ids", "attention_mask"]))
         self.clean_up_tokenization_spaces = kwargs.pop("clean_up_tokenization_spaces", True)
         self.pad_token_type_id = 0
@@ -280,7 +295,7 @@ class BertTokenizer:
     # Text -> tokens
     # ------------------------------------------------------------------
 
-    def tokenize(self, text):
+    def _tokenize(self, text):
         """Text -> list of WordPiece tokens (no [CLS]/[SEP] added)."""
         if not isinstance(text, str):
             raise TypeError(f"tokenize() takes a str, got {type(text).__name__}")
@@ -488,6 +503,7 @@ class BertTokenizer:
         return_offsets_mapping=False,
         return_length=False,
         verbose=True,
+        is_split_into_words=False,
     ):
         """Encode one text, a pair, a batch of texts or a batch of pairs.
 
@@ -501,6 +517,21 @@ class BertTokenizer:
         """
         if text is None:
             raise ValueError("You need to specify `text`.")
+        if is_split_into_words:
+            # Words given by the caller: each word is tokenized alone, and the pipeline carries
+            # (w, w + 1) in place of character offsets so that word_ids() follows truncation.
+            if return_offsets_mapping:
+                raise ValueError("return_offsets_mapping with is_split_into_words=True is not supported; "
+                                 "use word_ids() to map tokens to the given words")
+            enc = self(as_words(text), as_words(text_pair), add_special_tokens, padding, truncation, max_length,
+                       stride, pad_to_multiple_of, padding_side, None, return_token_type_ids,
+                       return_attention_mask, return_overflowing_tokens, return_special_tokens_mask, True,
+                       return_length, verbose)
+            spans = enc.pop("offset_mapping")
+            word_ids = word_ids_from_offsets([spans] if not _is_batch(text[0] if text else "") else spans)
+            enc = self._to_batch_encoding(dict(enc), return_tensors, batch_axis=not _is_batch(text[0] if text else ""))
+            enc._word_ids = word_ids
+            return enc
         if return_tensors not in (None, "np"):
             raise ValueError(f"return_tensors={return_tensors!r}: npbert returns lists (None) or NumPy arrays ('np').")
         if padding_side not in (None, "left", "right"):
@@ -537,7 +568,8 @@ class BertTokenizer:
                 self._pad_single(encoded, **pad_options)
             if return_length:
                 encoded["length"] = len(encoded["input_ids"])
-            return self._to_batch_encoding(encoded, return_tensors, batch_axis=True)
+            return self._with_word_ids(self._to_batch_encoding(encoded, return_tensors, batch_axis=True),
+                                       [encoded["input_ids"]])
 
         if text_pair is not None and (not _is_batch(text_pair) or len(text_pair) != len(text)):
             raise ValueError("If `text` is a batch, `text_pair` must also be a batch of the same length.")
@@ -567,7 +599,12 @@ class BertTokenizer:
             batch["overflowing_tokens"] = [row.get("overflowing_tokens", []) for row in rows]
             batch["num_truncated_tokens"] = [row.get("num_truncated_tokens", 0) for row in rows]
         batch = self._pad_batch(batch, **pad_options)
-        return self._to_batch_encoding(batch, return_tensors, batch_axis=False)
+        return self._with_word_ids(self._to_batch_encoding(batch, return_tensors, batch_axis=False),
+                                   batch["input_ids"])
+
+    def _with_word_ids(self, encoding, rows):
+        encoding._word_ids = self._word_ids_from_tokens(rows)
+        return encoding
 
     def encode(
         self,
@@ -599,6 +636,13 @@ class BertTokenizer:
         """One sequence (str, or list of ids) -> (ids, offsets or None)."""
         if isinstance(text, str):
             return self._encode_text(text, with_offsets)
+        if isinstance(text, Words):
+            ids, spans = [], []
+            for w, word in enumerate(text.words):
+                word_ids = self._encode_text(word, False)[0]
+                ids += word_ids
+                spans += [(w, w + 1)] * len(word_ids)
+            return ids, (spans if with_offsets else None)
         if isinstance(text, (list, tuple)) and text and all(isinstance(i, (int, np.integer)) for i in text):
             if with_offsets:
                 raise ValueError("return_offsets_mapping needs text, not a list of ids.")
@@ -788,7 +832,7 @@ class BertTokenizer:
     def _to_batch_encoding(self, encoded, return_tensors, batch_axis):
         if return_tensors == "np":
             encoded = {
-                key: _as_int64([value] if batch_axis else value, key) for key, value in encoded.items()
+                key: _as_int64([value] if batch_axis else value) for key, value in encoded.items()
             }
         return BatchEncoding(encoded)
 
@@ -916,7 +960,7 @@ class BertTokenizer:
 def _is_batch(text):
     """A list/tuple of texts (or of pairs, or of id lists) rather than one text."""
     return isinstance(text, (list, tuple)) and (
-        not text or isinstance(text[0], (str, list, tuple))
+        not text or isinstance(text[0], (str, list, tuple, Words))
     )
 
 

@@ -16,16 +16,17 @@ def reference_class():
     """transformers' pure-Python BERT tokenizer class (5.x: BertTokenizerLegacy)."""
     pytest.importorskip("transformers")
     try:
-        from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy as base
+        from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
     except ImportError:  # transformers 4.x: the Python one is BertTokenizer
-        from transformers import BertTokenizer as base
+        from transformers import BertTokenizer
+        return BertTokenizer
 
-    class Reference(base):
-        # token_type_ids by default, as transformers 4.x's Python BertTokenizer (the tutorials') and
-        # the Rust BertTokenizer return them, and as npbert does; 5.x's legacy class leaves them out.
+    class BertTokenizerPython4x(BertTokenizerLegacy):
+        """5.x's Python tokenizer with 4.x's (and the Rust BertTokenizer's) model inputs:
+        token_type_ids are returned by default, as npbert does."""
         model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
-    Reference.__name__ = base.__name__
-    return Reference
+
+    return BertTokenizerPython4x
 
 
 @pytest.fixture(scope="session")

@@ -211,9 +211,9 @@ def _compare_call(ours, theirs, *args, **kwargs):
         with pytest.raises(ValueError):
             ours(*args, **kwargs)
         return
-    if kwargs.get("return_tensors") == "np" and any(getattr(v, "dtype", None) == object for v in expected.values()):
-        # a ragged batch: transformers' Python tokenizer returns object arrays (which a model then
-        # rejects); npbert raises at once and says to pad, as transformers' Rust tokenizer does
+    if any(getattr(v, "dtype", None) == object for v in expected.values()):
+        # The Python tokenizer returns object arrays for a ragged batch with return_tensors="np"
+        # (the model then fails on dtype object); npbert raises there, as the Rust tokenizer does.
         with pytest.raises(ValueError, match="padding=True"):
             ours(*args, **kwargs)
         return
