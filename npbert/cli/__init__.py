@@ -15,6 +15,7 @@ from npbert.cli.common import CliError
 # The commands, in the order `npbert --help` lists them: module names under npbert/cli/.
 COMMANDS = [
     "explain",
+    "build_vocab", "create_pretraining_data", "pretrain", "fill_mask", "demo",
 ]
 
 

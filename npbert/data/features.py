@@ -144,8 +144,11 @@ class PretrainingDataset:
     def __getitem__(self, n):
         if not -len(self) <= n < len(self):
             raise IndexError(f"example {n} of a dataset of {len(self)}")
-        ex = {"input_ids": self.input_ids[n], "attention_mask": self.attention_mask[n],
-              "token_type_ids": self.token_type_ids[n], "next_sentence_label": self.next_sentence_label[n]}
         if self.static_masks:
-            ex["labels"] = self.labels[n]
-        return ex
+            return {"input_ids": self.input_ids[n], "attention_mask": self.attention_mask[n],
+                    "token_type_ids": self.token_type_ids[n], "labels": self.labels[n],
+                    "next_sentence_label": self.next_sentence_label[n]}
+        # dynamic masking: the real tokens only; the collator pads with the tokenizer's [PAD]
+        L = int(self.attention_mask[n].sum())
+        return {"input_ids": self.input_ids[n, :L], "attention_mask": self.attention_mask[n, :L],
+                "token_type_ids": self.token_type_ids[n, :L], "next_sentence_label": self.next_sentence_label[n]}
