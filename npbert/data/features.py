@@ -102,11 +102,12 @@ def read_features(path):
     for name in ("input_ids", "masked_lm_ids"):
         bad = np.argwhere((out[name] < 0) | (out[name] >= V))
         if len(bad):
-            raise ValueError(f"{path}: {name}[{tuple(bad[0])}] = {out[name][tuple(bad[0])]} is outside the "
+            where = tuple(int(i) for i in bad[0])
+            raise ValueError(f"{path}: {name}[{where}] = {out[name][where]} is outside the "
                              f"vocabulary [0, {V})")
     bad = np.argwhere((out["masked_lm_positions"] < 0) | (out["masked_lm_positions"] >= T))
     if len(bad):
-        raise ValueError(f"{path}: masked_lm_positions[{tuple(bad[0])}] is outside [0, {T})")
+        raise ValueError(f"{path}: masked_lm_positions[{tuple(int(i) for i in bad[0])}] is outside [0, {T})")
     out["attrs"] = attrs
     return out
 
