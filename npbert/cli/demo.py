@@ -26,12 +26,13 @@ def add_parser(subparsers):
                               description=__doc__.split("\n\n", 1)[1],
                               formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     p.add_argument("--output_dir", default="npbert_demo", help="where the vocabulary, model and pictures go")
-    p.add_argument("--max_steps", type=int, default=400, help="optimizer steps (default 400)")
-    p.add_argument("--vocab_size", type=int, default=1500)
-    p.add_argument("--max_seq_length", type=int, default=64)
+    p.add_argument("--max_steps", type=int, default=300, help="optimizer steps (default 300)")
+    p.add_argument("--vocab_size", type=int, default=1000)
+    p.add_argument("--max_seq_length", type=int, default=32)
     p.add_argument("--batch_size", type=int, default=32)
-    p.add_argument("--learning_rate", type=float, default=2e-3)
-    p.add_argument("--model_size", default="tiny")
+    p.add_argument("--learning_rate", type=float, default=3e-3)
+    p.add_argument("--model_size", default="tiny", help="tiny|mini|small|medium|base (default tiny: L=2, H=128)")
+    p.add_argument("--config", help="config.json of the model instead of --model_size")
     p.add_argument("--documents", type=int, default=None, help="use only the first N documents (a quicker run)")
     p.add_argument("--seed", type=non_negative_int, default=42)
     p.set_defaults(run=run)
@@ -44,7 +45,7 @@ def demo_args(a):
     return argparse.Namespace(
         output_dir=a.output_dir, do_lower_case=True, do_whole_word_mask=False, max_seq_length=a.max_seq_length,
         max_predictions_per_seq=max(2, round(a.max_seq_length * 0.15)), random_seed=a.seed, dupe_factor=2,
-        masked_lm_prob=0.15, short_seq_prob=0.1, model_size=a.model_size, config=None, masking="static",
+        masked_lm_prob=0.15, short_seq_prob=0.1, model_size=a.model_size, config=a.config, masking="static",
         full_mlm_logits=False, learning_rate=a.learning_rate, weight_decay=0.01, warmup_ratio=0.1,
         num_train_epochs=1.0, max_steps=a.max_steps, per_device_train_batch_size=a.batch_size,
         per_device_eval_batch_size=128, logging_steps=max(1, a.max_steps // 20), eval_steps=None,
@@ -89,8 +90,8 @@ def prepare(a, say):
 
 
 def pick_fill_mask_lines(eval_docs, tokenizer, train, n=FILL_MASK_LINES):
-    """Held-out sentences of 6-14 words with one word masked: a whole-token word that is not
-    punctuation, the one seen most often as a masked label in training (a fair question)."""
+    """Held-out sentences of 6-14 words with one word masked: of the words that are one whole
+    token (not punctuation), the one seen most often as a masked label in training."""
     import numpy as np
     counts = np.bincount(np.concatenate([train[i]["labels"][train[i]["labels"] >= 0] for i in range(len(train))]),
                          minlength=len(tokenizer))
@@ -105,7 +106,7 @@ def pick_fill_mask_lines(eval_docs, tokenizer, train, n=FILL_MASK_LINES):
                 bare = w.strip(".,;:!?'\"-").lower()
                 if bare and bare.isalpha() and bare == w.lower() and bare in tokenizer.vocab:
                     c = counts[tokenizer.vocab[bare]]
-                    if 0 < c and (best is None or c < best[0]) and c < counts.max() // 4:
+                    if best is None or c > best[0]:
                         best = (c, j, bare)
             if best:
                 words[best[1]] = tokenizer.mask_token
