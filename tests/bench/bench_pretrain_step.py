@@ -1,0 +1,80 @@
+"""Benchmark: one pre-training step, npbert vs transformers' BertForPreTraining + torch AdamW.
+
+Steps (issue 11): the demo's model (2 layers, hidden 128, vocab 1000, batch 32 x 32) and BERT-mini
+(4 layers, hidden 256, vocab 30522, batch 32 x 128); MLM labels at 15 % of the positions + NSP,
+forward, backward, clip_grad_norm_(1.0), AdamW, linear schedule.  npbert runs twice: with the
+MLM head over all positions as transformers (`full`), and only at the masked positions
+(`gather`, BertForPreTraining.gather_masked_lm, Google's gather_indexes; the same loss and
+gradients).  Target: npbert / torch <= 1.1.
+
+All runners alternate round by round in one process, 2 threads each; ratios are medians of
+per-round ratios.  Reuses the batch and the torch step of bench_train_step.py.
+
+    python tests/bench/bench_pretrain_step.py [--sizes demo,mini] [--rounds 5]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NPBERT_NUM_THREADS"):
+    os.environ.setdefault(var, "2")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_train_step import batch, config_kwargs, torch_runner  # noqa: E402
+
+SIZES = {
+    "demo": dict(layers=2, hidden=128, heads=2, intermediate=512, vocab=1000, batch=32, seq=32),
+    "mini": dict(layers=4, hidden=256, heads=4, intermediate=1024, vocab=30522, batch=32, seq=128),
+}
+
+
+def npbert_runner(spec, gather):
+    import numpy as np
+
+    import npbert
+    from npbert import optim
+    model = npbert.BertForPreTraining(npbert.BertConfig(**config_kwargs(spec)), dtype=np.float32).train()
+    model.gather_masked_lm = gather
+    opt = optim.AdamW(optim.optimizer_grouped_parameters(model, weight_decay=0.01), lr=1e-4)
+    sched = optim.get_linear_schedule_with_warmup(opt, 10, 1000)
+    data = batch(spec, True)
+
+    def step():
+        model(**data)
+        grads = model.backward()
+        optim.clip_grad_norm_(grads, 1.0)
+        opt.step(grads)
+        sched.step()
+    return step
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="demo,mini")
+    p.add_argument("--rounds", type=int, default=5)
+    args = p.parse_args()
+    for name in args.sizes.split(","):
+        spec = SIZES[name]
+        runners = {"npbert-full": npbert_runner(spec, False), "npbert-gather": npbert_runner(spec, True),
+                   "torch": torch_runner(spec, True)}
+        for run in runners.values():
+            run()                                            # warm-up (allocates optimizer state)
+        times = {k: [] for k in runners}
+        for _ in range(args.rounds):
+            for k, run in runners.items():
+                t0 = time.perf_counter()
+                run()
+                times[k].append(time.perf_counter() - t0)
+        print(f"\n{name}: {spec}, {args.rounds} alternating rounds")
+        for k in runners:
+            print(f"  {k:14s} median {statistics.median(times[k]):7.3f} s   min {min(times[k]):7.3f} s")
+        for k in ("npbert-full", "npbert-gather"):
+            r = [a / b for a, b in zip(times[k], times["torch"])]
+            print(f"  {k} / torch {statistics.median(r):5.2f}x (rounds {min(r):.2f}..{max(r):.2f})")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
