@@ -26,7 +26,11 @@ def add_parser(subparsers):
                               description=__doc__.split("\n\n", 1)[1],
                               formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     p.add_argument("--output_dir", default="npbert_demo", help="where the vocabulary, model and pictures go")
-    p.add_argument("--max_steps", type=int, default=300, help="optimizer steps (default 300)")
+    p.add_argument("--max_steps", type=int, default=300,
+                   help="optimizer steps (default 300, fewer if they would take more than --train_seconds)")
+    p.add_argument("--train_seconds", type=float, default=100.0,
+                   help="time budget of the training: max_steps is lowered to fit it on a slow or busy machine "
+                        "(measured on 3 steps; 0: no limit)")
     p.add_argument("--vocab_size", type=int, default=1000)
     p.add_argument("--max_seq_length", type=int, default=32)
     p.add_argument("--batch_size", type=int, default=32)
@@ -154,6 +158,22 @@ def attention_figure(model, tokenizer, sentence, path):
     return path
 
 
+def fit_steps(model, train, args, seconds):
+    """How many of the demo's steps fit in `seconds`: 3 forward+backward passes of a batch
+    timed (plus 15 % for the optimizer and the batching).  `model` is a scratch copy."""
+    import numpy as np
+    batch = {k: np.stack([train[i][k] for i in range(args.per_device_train_batch_size)]) for k in train[0]}
+    model.train()
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        model(**batch)
+        model.backward()
+        times.append(time.perf_counter() - t)
+    model.eval()
+    return max(20, min(args.max_steps, int(seconds / (1.15 * min(times)))))
+
+
 def run(a):
     from npbert.cli.pretrain import build_model, make_trainer
     from npbert.data.fill_mask import fill_mask
@@ -167,6 +187,13 @@ def run(a):
     args, tokenizer, train, dev, eval_docs = prepare(a, say)
     model = build_model(args, len(tokenizer), args.max_seq_length)
     before = build_model(args, len(tokenizer), args.max_seq_length)      # the same seed: the untrained model
+    if a.train_seconds:
+        steps = fit_steps(before, train, args, a.train_seconds)
+        if steps < args.max_steps:
+            say(f"      (this machine is slow or busy: {steps} steps instead of {args.max_steps} to stay within "
+                f"--train_seconds {a.train_seconds:.0f})")
+            args.max_steps = steps
+            args.logging_steps = max(1, steps // 20)
     trainer = make_trainer(model, args, train, dev, tokenizer)
     trainer.args.save_strategy = "no"
     m0 = trainer.evaluate()
