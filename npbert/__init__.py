@@ -10,6 +10,8 @@ from npbert.modeling import (BertForMaskedLM, BertForMultipleChoice, BertForNext
                              no_grad)
 from npbert.tokenization import BertTokenizer
 
+from npbert import optim, training, data  # noqa: E402  (npbert.optim.AdamW, npbert.training.Trainer, ...)
+
 __version__ = "0.1.0"
 
 __all__ = [

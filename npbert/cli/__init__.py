@@ -14,8 +14,13 @@ from npbert.cli.common import CliError
 
 # The commands, in the order `npbert --help` lists them: module names under npbert/cli/.
 COMMANDS = [
+    "demo",
     "explain",
-    "build_vocab", "create_pretraining_data", "pretrain", "fill_mask", "demo",
+    "build_vocab",
+    "create_pretraining_data",
+    "pretrain",
+    "fill_mask",
+    "finetune",
 ]
 
 

@@ -1,41 +1,35 @@
-"""`npbert build-vocab`: learn a WordPiece vocabulary from text files.
+"""`npbert build-vocab`: learn a WordPiece vocabulary from text files (npbert/data/vocab.py)."""
+import os
 
-    npbert build-vocab --input_file corpus.txt --vocab_size 2000 --output vocab.txt
-
-As the `tokenizers` library's WordPieceTrainer (see npbert/data/vocab.py): BasicTokenizer words,
-BPE merges of the most frequent adjacent pieces with "##" continuations, special tokens first.
-"""
-from npbert.cli.common import CliError
+from npbert.cli.common import CliError, positive_int
 
 
-def add_parser(subparsers):
-    p = subparsers.add_parser("build-vocab", help="learn a WordPiece vocabulary (vocab.txt) from text",
-                              description=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--input_file", required=True, help="comma-separated text files")
-    p.add_argument("--vocab_size", type=int, required=True, help="entries of the vocabulary, specials included")
-    p.add_argument("--output", default="vocab.txt", help="where to write vocab.txt (default ./vocab.txt)")
-    p.add_argument("--min_frequency", type=int, default=2, help="a pair occurring fewer times is not merged")
-    p.add_argument("--do_lower_case", type=lambda t: t.lower() in ("1", "true", "yes"), default=True)
+def add_parser(commands):
+    p = commands.add_parser("build-vocab", help="learn a WordPiece vocabulary (vocab.txt) from a corpus",
+                            description="Learn a WordPiece vocabulary from text files as the tokenizers library's "
+                                        "WordPieceTrainer does: BasicTokenizer words, pieces merged by frequency, "
+                                        "## continuations, the special tokens first.")
+    p.add_argument("--input_file", nargs="+", required=True, help="text files (every line is read)")
+    p.add_argument("--vocab_size", type=positive_int, required=True, help="entries in vocab.txt")
+    p.add_argument("--output_file", default="vocab.txt", help="where to write it (default vocab.txt)")
+    p.add_argument("--do_lower_case", type=lambda s: s.lower() in ("1", "true", "yes"), default=True,
+                   help="lower-case and strip accents (default true)")
+    p.add_argument("--min_frequency", type=positive_int, default=2, help="a merge needs this many occurrences")
+    p.add_argument("--limit_alphabet", type=positive_int, default=1000, help="keep this many characters at most")
     p.set_defaults(run=run)
-    return p
 
 
 def run(args):
-    from npbert.data.pretraining import _lines
-    from npbert.data.vocab import build_vocab, write_vocab
-    lines = []
-    for f in args.input_file.split(","):
-        try:
-            lines.extend(_lines(f))
-        except OSError as e:
-            raise CliError(f"--input_file {f}: {e.strerror}") from None
-        except ValueError as e:
-            raise CliError(str(e)) from None
+    from npbert.data.vocab import build_vocab
+    for path in args.input_file:
+        if not os.path.isfile(path):
+            raise CliError(f"--input_file {path}: no such file")
     try:
-        vocab = build_vocab(lines, args.vocab_size, min_frequency=args.min_frequency,
-                            do_lower_case=args.do_lower_case)
+        vocab = build_vocab(args.input_file, args.vocab_size, args.output_file, args.do_lower_case,
+                            args.min_frequency, args.limit_alphabet)
     except ValueError as e:
-        raise CliError(f"{args.input_file}: {e}") from None
-    write_vocab(vocab, args.output)
-    print(f"wrote {len(vocab)} tokens to {args.output}")
+        raise CliError(str(e)) from None
+    print(f"wrote {args.output_file}: {len(vocab)} tokens"
+          + (f" (fewer than {args.vocab_size}: no pair left occurring {args.min_frequency} times)"
+             if len(vocab) < args.vocab_size else ""))
     return 0

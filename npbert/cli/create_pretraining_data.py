@@ -1,47 +1,73 @@
-"""`npbert create-pretraining-data`: Google's create_pretraining_data.py, writing one .h5 file.
-
-    npbert create-pretraining-data --input_file=sample_text.txt --output_file=train.h5 \\
-        --vocab_file=vocab.txt --max_seq_length=128 --max_predictions_per_seq=20 \\
-        --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5
-
-Google's flags and defaults; the features (input_ids, input_mask, segment_ids,
-masked_lm_positions, masked_lm_ids, masked_lm_weights, next_sentence_labels) are those of
-Google's tf.train.Examples, as arrays in one HDF5 file (npbert/data/features.py).
-"""
+"""`npbert create-pretraining-data`: google-research/bert's create_pretraining_data.py, its flags,
+writing the instances' features to one .h5 file (npbert/data)."""
+import glob
+import os
 import random
 import sys
 
-from npbert.cli.common import CliError
+from npbert.cli.common import CliError, non_negative_int, positive_int
 
 
-def add_parser(subparsers):
-    from npbert.cli.pretrain import add_data_arguments
-    p = subparsers.add_parser("create-pretraining-data", help="make pre-training instances (Google's script) in an .h5",
-                              description=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--input_file", required=True, help="comma-separated text files")
-    p.add_argument("--output_file", required=True, help="the .h5 to write")
-    add_data_arguments(p)
+def _bool(s):
+    return s.lower() in ("1", "true", "yes")
+
+
+def add_parser(commands):
+    p = commands.add_parser("create-pretraining-data",
+                            help="masked LM / next sentence instances from text (Google's script, same flags)",
+                            description="google-research/bert's create_pretraining_data.py: input files hold one "
+                                        "sentence a line and a blank line between documents; the instances' "
+                                        "features go to one .h5 file that `npbert pretrain` reads.")
+    p.add_argument("--input_file", required=True, help="input text files, comma-separated (globs allowed)")
+    p.add_argument("--output_file", required=True, help="the .h5 features file to write")
+    p.add_argument("--vocab_file", required=True, help="vocab.txt (e.g. from `npbert build-vocab`)")
+    p.add_argument("--do_lower_case", type=_bool, default=True)
+    p.add_argument("--do_whole_word_mask", type=_bool, default=False)
+    p.add_argument("--max_seq_length", type=positive_int, default=128)
+    p.add_argument("--max_predictions_per_seq", type=positive_int, default=20)
+    p.add_argument("--random_seed", type=non_negative_int, default=12345)
+    p.add_argument("--dupe_factor", type=positive_int, default=10)
+    p.add_argument("--masked_lm_prob", type=float, default=0.15)
+    p.add_argument("--short_seq_prob", type=float, default=0.1)
     p.set_defaults(run=run)
-    return p
+
+
+def expand_inputs(pattern):
+    files = []
+    for part in pattern.split(","):
+        matched = sorted(glob.glob(part))
+        if not matched:
+            raise CliError(f"--input_file {part}: no such file")
+        files.extend(matched)
+    return files
+
+
+def make_features(files, tokenizer, args, rng_seed=None):
+    """(features dict, number of instances) for the input files, Google's algorithm."""
+    from npbert.data import create_training_instances, instances_to_features
+    try:
+        instances = create_training_instances(files, tokenizer, args.max_seq_length, args.dupe_factor,
+                                              args.short_seq_prob, args.masked_lm_prob, args.max_predictions_per_seq,
+                                              random.Random(args.random_seed if rng_seed is None else rng_seed),
+                                              args.do_whole_word_mask)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    return instances_to_features(instances, tokenizer, args.max_seq_length, args.max_predictions_per_seq), instances
 
 
 def run(args):
-    from npbert.cli.pretrain import check_max_seq_length, load_tokenizer, read_corpus_documents
-    from npbert.data.features import write_instances_to_h5
-    from npbert.data.pretraining import create_training_instances
-    check_max_seq_length(args)
-    tokenizer = load_tokenizer(args.vocab_file, args.do_lower_case)
-    if "[MASK]" not in tokenizer.vocab:
-        raise CliError(f"--vocab_file {args.vocab_file} has no [MASK] token: masked LM needs it")
-    documents = read_corpus_documents(args.input_file.split(","), tokenizer)
-    try:
-        instances = create_training_instances(args.input_file.split(","), tokenizer, args.max_seq_length,
-                                              args.dupe_factor, args.short_seq_prob, args.masked_lm_prob,
-                                              args.max_predictions_per_seq, random.Random(args.random_seed),
-                                              do_whole_word_mask=args.do_whole_word_mask, all_documents=documents)
-    except ValueError as e:
-        raise CliError(str(e)) from None
-    write_instances_to_h5(instances, tokenizer.vocab, args.max_seq_length, args.max_predictions_per_seq,
-                          args.output_file)
-    print(f"wrote {len(instances)} instances to {args.output_file}", file=sys.stderr)
+    import npbert
+    from npbert.data import write_features
+    if not os.path.isfile(args.vocab_file):
+        raise CliError(f"--vocab_file {args.vocab_file}: no such file")
+    if not 0.0 <= args.masked_lm_prob <= 1.0 or not 0.0 <= args.short_seq_prob <= 1.0:
+        raise CliError("--masked_lm_prob and --short_seq_prob are probabilities in [0, 1]")
+    tokenizer = npbert.BertTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
+    files = expand_inputs(args.input_file)
+    print(f"reading {len(files)} file(s), dupe_factor {args.dupe_factor} ...", file=sys.stderr)
+    feats, instances = make_features(files, tokenizer, args)
+    write_features(args.output_file, feats, len(tokenizer), args.max_seq_length, args.max_predictions_per_seq)
+    random_next = sum(i.is_random_next for i in instances)
+    print(f"wrote {args.output_file}: {len(instances)} instances ({random_next} with a random next sentence), "
+          f"max_seq_length {args.max_seq_length}")
     return 0

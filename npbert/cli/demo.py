@@ -1,229 +1,213 @@
-"""`npbert demo`: pre-train a tiny BERT on Shakespeare in about a minute, on a CPU.
+"""`npbert demo`: pre-train a tiny BERT on Shakespeare on this CPU in about a minute, and show
+what it learned.
 
-    npbert demo [--output_dir npbert_demo] [--max_steps 400] [--seed 42]
-
-1. the bundled tinyshakespeare.txt becomes documents (8 speeches each, one sentence a line;
-   npbert/data/corpus.py); the last documents are held out;
-2. a WordPiece vocabulary is learned from the training documents (npbert/data/vocab.py);
-3. Google's pre-training instances are made (npbert/data/pretraining.py): [CLS] A [SEP] B [SEP],
-   15 % of the tokens masked, B the real next text or a random one;
-4. a tiny BertForPreTraining (2 layers, hidden 128) is trained with AdamW, a progress line on stderr;
-5. MLM and NSP accuracy on the held-out instances before and after, beside the accuracy of always
-   answering the most frequent masked token / NSP class; fill-mask on held-out lines before and
-   after; training_curves.png and attention.png (layer x head) in the output directory.
+    1. learn a WordPiece vocabulary from the bundled corpus        (npbert build-vocab)
+    2. cut it into documents and create masked LM / next-sentence instances with
+       google-research/bert's algorithm                             (npbert create-pretraining-data)
+    3. pre-train BERT-tiny (2 layers, hidden 128) with the Trainer  (npbert pretrain)
+    4. MLM and NSP accuracy on held-out speeches before and after, next to always guessing the
+       most frequent token; fill-mask on held-out lines before and after (npbert fill-mask);
+       training_curves.png and attention.png in the output directory
 """
 import os
 import sys
 import time
 
-from npbert.cli.common import CliError, non_negative_int
+from npbert.cli.common import CliError, non_negative_int, positive_int
 
-FILL_MASK_LINES = 4
+HELD_OUT_FRACTION = 0.05
+FILL_WORDS = ("lord", "king", "love", "heaven", "death", "father", "heart", "night", "god", "blood", "crown")
 
 
-def add_parser(subparsers):
-    p = subparsers.add_parser("demo", help="pre-train a tiny BERT on Shakespeare in about a minute",
-                              description=__doc__.split("\n\n", 1)[1],
-                              formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
-    p.add_argument("--output_dir", default="npbert_demo", help="where the vocabulary, model and pictures go")
-    p.add_argument("--max_steps", type=int, default=300,
-                   help="optimizer steps (default 300, fewer if they would take more than --train_seconds)")
-    p.add_argument("--train_seconds", type=float, default=100.0,
-                   help="time budget of the training: max_steps is lowered to fit it on a slow or busy machine "
-                        "(measured on 3 steps; 0: no limit)")
-    p.add_argument("--vocab_size", type=int, default=1000)
-    p.add_argument("--max_seq_length", type=int, default=32)
-    p.add_argument("--batch_size", type=int, default=32)
-    p.add_argument("--learning_rate", type=float, default=3e-3)
-    p.add_argument("--model_size", default="tiny", help="tiny|mini|small|medium|base (default tiny: L=2, H=128)")
-    p.add_argument("--config", help="config.json of the model instead of --model_size")
-    p.add_argument("--documents", type=int, default=None, help="use only the first N documents (a quicker run)")
-    p.add_argument("--seed", type=non_negative_int, default=42)
+def add_parser(commands):
+    p = commands.add_parser("demo", help="pre-train a tiny BERT on Shakespeare in about a minute and show what it learned",
+                            description=__doc__.split("\n\n")[0])
+    p.add_argument("--output_dir", default="npbert-demo", help="where the model, data and pictures go (default ./npbert-demo)")
+    p.add_argument("--max_steps", type=positive_int, default=360, help="optimizer steps (default 360)")
+    p.add_argument("--vocab_size", type=positive_int, default=2000)
+    p.add_argument("--max_seq_length", type=positive_int, default=64)
+    p.add_argument("--batch_size", type=positive_int, default=32)
+    p.add_argument("--learning_rate", type=float, default=1e-3, help="Adam(W) at 1e-3, as seed 003 trains from scratch")
+    p.add_argument("--model_size", choices=("tiny", "mini"), default="tiny")
+    p.add_argument("--speeches", type=positive_int, default=None, help="use only the first N speeches (faster)")
+    p.add_argument("--seed", type=non_negative_int, default=0)
     p.set_defaults(run=run)
-    return p
 
 
-def demo_args(a):
-    """The `npbert pretrain` arguments of the demo."""
-    import argparse
-    return argparse.Namespace(
-        output_dir=a.output_dir, do_lower_case=True, do_whole_word_mask=False, max_seq_length=a.max_seq_length,
-        max_predictions_per_seq=max(2, round(a.max_seq_length * 0.15)), random_seed=a.seed, dupe_factor=2,
-        masked_lm_prob=0.15, short_seq_prob=0.1, model_size=a.model_size, config=a.config, masking="static",
-        full_mlm_logits=False, learning_rate=a.learning_rate, weight_decay=0.01, warmup_ratio=0.1,
-        num_train_epochs=1.0, max_steps=a.max_steps, per_device_train_batch_size=a.batch_size,
-        per_device_eval_batch_size=128, logging_steps=max(1, a.max_steps // 20), eval_steps=None,
-        save_steps=max(a.max_steps, 1), save_total_limit=1, seed=a.seed, dtype="float32")
+def say(text=""):
+    print(text, flush=True)
 
 
-def prepare(a, say):
-    """documents -> vocabulary -> (tokenizer, train and held-out datasets, held-out sentences)."""
-    from npbert.cli.pretrain import make_instances
-    from npbert.data.corpus import corpus_path, shakespeare_documents, write_documents
-    from npbert.data.features import PretrainingDataset, instances_to_features
-    from npbert.data.vocab import build_vocab, write_vocab
-    from npbert.tokenization import BertTokenizer
-    args = demo_args(a)
-    with open(corpus_path(), encoding="utf-8") as f:
-        documents = shakespeare_documents(f.read(), speeches_per_document=8)
-    if a.documents:
-        documents = documents[:a.documents]
-    n_eval = max(2, len(documents) // 25)
-    if len(documents) - n_eval < 2:
-        raise CliError(f"--documents {a.documents}: too few documents to hold some out")
-    train_docs, eval_docs = documents[:-n_eval], documents[-n_eval:]
-    write_documents(train_docs, os.path.join(a.output_dir, "train_documents.txt"))
-    write_documents(eval_docs, os.path.join(a.output_dir, "heldout_documents.txt"))
-    t = time.perf_counter()
-    vocab = build_vocab([s for d in train_docs for s in d], a.vocab_size)
-    vocab_file = write_vocab(vocab, os.path.join(a.output_dir, "vocab.txt"))
-    tokenizer = BertTokenizer(vocab_file)
-    say(f"[1/4] {len(documents)} documents ({sum(map(len, documents))} sentences; {n_eval} held out); "
-        f"vocabulary of {len(vocab)} WordPieces learned in {time.perf_counter() - t:.1f} s -> {vocab_file}")
-    t = time.perf_counter()
-    datasets = []
-    for docs, seed, dupe in ((train_docs, args.random_seed, args.dupe_factor), (eval_docs, args.random_seed + 1, 1)):
-        tokenized = [[toks for toks in (tokenizer.tokenize(s) for s in d) if toks] for d in docs]
-        instances = make_instances(tokenizer, args, tokenized, seed, dupe)
-        features = instances_to_features(instances, tokenizer.vocab, args.max_seq_length,
-                                         args.max_predictions_per_seq)
-        datasets.append(PretrainingDataset(features))
-    say(f"[2/4] {len(datasets[0])} training / {len(datasets[1])} held-out instances (T={args.max_seq_length}, "
-        f"15 % masked, 50 % random next) in {time.perf_counter() - t:.1f} s")
-    return args, tokenizer, datasets[0], datasets[1], eval_docs
-
-
-def pick_fill_mask_lines(eval_docs, tokenizer, train, n=FILL_MASK_LINES):
-    """Held-out sentences of 6-14 words with one word masked: of the words that are one whole
-    token (not punctuation), the one seen most often as a masked label in training."""
-    import numpy as np
-    counts = np.bincount(np.concatenate([train[i]["labels"][train[i]["labels"] >= 0] for i in range(len(train))]),
-                         minlength=len(tokenizer))
-    lines = []
-    for doc in eval_docs:
-        for s in doc:
-            words = s.split()
+def _fill_lines(docs, tokenizer, n=3):
+    """Held-out lines of 6-14 words holding one of FILL_WORDS as a single vocabulary token, that word masked."""
+    out = []
+    for doc in docs:
+        for line in doc:
+            words = line.split()
             if not 6 <= len(words) <= 14:
                 continue
-            best = None
-            for j, w in enumerate(words):
-                bare = w.strip(".,;:!?'\"-").lower()
-                if bare and bare.isalpha() and bare == w.lower() and bare in tokenizer.vocab:
-                    c = counts[tokenizer.vocab[bare]]
-                    if best is None or c > best[0]:
-                        best = (c, j, bare)
-            if best:
-                words[best[1]] = tokenizer.mask_token
-                lines.append((" ".join(words), best[2]))
-            if len(lines) == n * 3:
-                break
-        if len(lines) == n * 3:
-            break
-    return lines[::3][:n]
+            for k, w in enumerate(words):
+                bare = w.strip(",.;:!?'").lower()
+                if bare in FILL_WORDS and bare in tokenizer.vocab and w.lower().startswith(bare):
+                    masked = " ".join(words[:k] + [tokenizer.mask_token + w[len(bare):]] + words[k + 1:])
+                    out.append((masked, bare))
+                    break
+            if len(out) >= n and len({b for _, b in out}) == len(out):
+                return out
+            if len(out) > len({b for _, b in out}):
+                out.pop()                       # one line per word
+    return out
 
 
-def attention_figure(model, tokenizer, sentence, path):
-    """A layer x head grid of the attention probabilities of one sentence; None without matplotlib."""
-    import numpy as np
+def _show_fill(model, tokenizer, lines, title):
+    from npbert.data.pretrain import fill_mask
+    say(f"  {title}")
+    for text, answer in lines:
+        top = fill_mask(model, tokenizer, text, top_k=3)
+        guesses = ", ".join(f"{r['token_str']} ({r['score']:.2f})" for r in top)
+        say(f"    {text}\n      answer: {answer:<8s} top 3: {guesses}")
+
+
+def attention_picture(model, tokenizer, text, path):
+    """A layers x heads grid of the attention probabilities of `text`; None without matplotlib."""
+    from npbert.training.plots import have_matplotlib
+    if not have_matplotlib():
+        return None
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
     import npbert
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    enc = tokenizer(sentence, return_tensors="np")
-    model.eval()
+    from npbert.io._atomic import atomic_path
+    enc = tokenizer(text, return_tensors="np")
     with npbert.no_grad():
-        out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], output_attentions=True)
+        out = model.bert(input_ids=enc["input_ids"], output_attentions=True) if hasattr(model, "bert") else None
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist())
-    L, N = len(out["attentions"]), out["attentions"][0].shape[1]
-    fig, axes = plt.subplots(L, N, figsize=(2.6 * N, 2.6 * L), squeeze=False)
+    L, N = len(out.attentions), out.attentions[0].shape[1]
+    fig, axes = plt.subplots(L, N, figsize=(3.2 * N + 1, 3.2 * L), squeeze=False)
     for layer in range(L):
         for head in range(N):
             ax = axes[layer][head]
-            ax.imshow(np.asarray(out["attentions"][layer][0, head]), cmap="viridis", vmin=0.0, vmax=1.0)
-            ax.set_title(f"layer {layer} head {head}", fontsize=8)
+            ax.imshow(out.attentions[layer][0, head], cmap="viridis", vmin=0.0, vmax=1.0)
+            ax.set_title(f"layer {layer} head {head}", fontsize=9)
             ax.set_xticks(range(len(tokens)))
             ax.set_yticks(range(len(tokens)))
-            ax.set_xticklabels(tokens if layer == L - 1 else [], rotation=90, fontsize=6)
-            ax.set_yticklabels(tokens if head == 0 else [], fontsize=6)
-    fig.suptitle(f"attention probabilities (query rows, key columns): {sentence}", fontsize=9)
+            ax.set_xticklabels(tokens, rotation=90, fontsize=6)
+            ax.set_yticklabels(tokens, fontsize=6)
+    fig.suptitle(f"attention probabilities (row: query token, column: key token)\n{text}", fontsize=10)
     fig.tight_layout()
-    from npbert.io._atomic import atomic_path
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
+        fig.savefig(tmp, format="png", dpi=90)
     plt.close(fig)
     return path
 
 
-def fit_steps(model, train, args, seconds):
-    """How many of the demo's steps fit in `seconds`: 3 forward+backward passes of a batch
-    timed (plus 15 % for the optimizer and the batching).  `model` is a scratch copy."""
+def run(args):
+    demo(args)
+    return 0
+
+
+def demo(args):
+    """Run the demo; returns a summary dict (accuracies before and after, losses, paths)."""
+    import random
+
     import numpy as np
-    batch = {k: np.stack([train[i][k] for i in range(args.per_device_train_batch_size)]) for k in train[0]}
-    model.train()
-    times = []
-    for _ in range(3):
-        t = time.perf_counter()
-        model(**batch)
-        model.backward()
-        times.append(time.perf_counter() - t)
-    model.eval()
-    return max(20, min(args.max_steps, int(seconds / (1.15 * min(times)))))
 
-
-def run(a):
-    from npbert.cli.pretrain import build_model, make_trainer
-    from npbert.data.fill_mask import fill_mask
-    from npbert.data.pretrain_task import baselines
-
-    def say(text):
-        print(text, flush=True)
+    import npbert
+    from npbert.data import PretrainingDataset, build_vocab, create_training_instances, instances_to_features, shakespeare
+    from npbert.data.pretrain import (compute_pretraining_metrics, config_for_size, evaluate_pretraining,
+                                      frequency_baseline, preprocess_logits_for_metrics)
+    from npbert.training import Trainer, TrainingArguments, default_data_collator
+    from npbert.training.plots import have_matplotlib
 
     t_start = time.perf_counter()
-    os.makedirs(a.output_dir, exist_ok=True)
-    args, tokenizer, train, dev, eval_docs = prepare(a, say)
-    model = build_model(args, len(tokenizer), args.max_seq_length)
-    before = build_model(args, len(tokenizer), args.max_seq_length)      # the same seed: the untrained model
-    if a.train_seconds:
-        steps = fit_steps(before, train, args, a.train_seconds)
-        if steps < args.max_steps:
-            say(f"      (this machine is slow or busy: {steps} steps instead of {args.max_steps} to stay within "
-                f"--train_seconds {a.train_seconds:.0f})")
-            args.max_steps = steps
-            args.logging_steps = max(1, steps // 20)
-    trainer = make_trainer(model, args, train, dev, tokenizer)
-    trainer.args.save_strategy = "no"
-    m0 = trainer.evaluate()
-    base = baselines(train, dev)
-    L, H = model.config.num_hidden_layers, model.config.hidden_size
-    say(f"[3/4] pre-training BertForPreTraining (L={L}, H={H}, {model.num_parameters():,} parameters), "
-        f"{args.max_steps} steps of {args.per_device_train_batch_size} (progress on stderr)")
-    result = trainer.train()
-    m1 = trainer.evaluate()
-    trainer.save_model(os.path.join(a.output_dir, "model"))
-    most = tokenizer.convert_ids_to_tokens([base["mlm_most_frequent_token"]])[0]
-    say(f"[4/4] trained in {result.metrics['train_runtime']:.0f} s; held-out accuracy:")
-    say(f"      {'':<5}{'before':>8}{'after':>8}   baseline (always the most frequent answer)")
-    say(f"      {'MLM':<5}{m0['eval_mlm_accuracy']:>8.3f}{m1['eval_mlm_accuracy']:>8.3f}   "
-        f"{base['mlm_accuracy']:.3f} (always {most!r})")
-    say(f"      {'NSP':<5}{m0['eval_nsp_accuracy']:>8.3f}{m1['eval_nsp_accuracy']:>8.3f}   {base['nsp_accuracy']:.3f}")
-    say(f"      loss {m0['eval_loss']:.3f} -> {m1['eval_loss']:.3f}")
-    say("\nfill-mask on held-out lines (top 3: before training | after):")
-    for text, answer in pick_fill_mask_lines(eval_docs, tokenizer, train):
-        say(f"  {text}    (the answer: {answer!r})")
-        for r0, r1 in zip(fill_mask(before, tokenizer, text, 3), fill_mask(model, tokenizer, text, 3)):
-            say(f"      {r0['token_str']:>12} {r0['score']:.3f}   |  {r1['token_str']:>12} {r1['score']:.3f}")
-    curves = os.path.join(a.output_dir, "training_curves.png")
-    attention = attention_figure(model, tokenizer, "to be, or not to be, that is the question.",
-                                 os.path.join(a.output_dir, "attention.png"))
-    if attention is None:
-        say("\n(no pictures: matplotlib is not installed; `pip install matplotlib` or `pip install npbert[plot]`)")
-    else:
-        say(f"\npictures: {curves if os.path.exists(curves) else '(no training curves)'}, {attention}")
-    say(f"model, vocabulary and documents in {a.output_dir}/ (try: npbert fill-mask --model "
-        f"{os.path.join(a.output_dir, 'model')} \"to be or not to [MASK]\"); {time.perf_counter() - t_start:.0f} s in all")
-    print("", file=sys.stderr, end="")
-    return 0
+    out = args.output_dir
+    os.makedirs(out, exist_ok=True)
+    say(f"npbert demo: pre-training a tiny BERT on Shakespeare, on this CPU; everything goes to {os.path.abspath(out)}\n")
+
+    # 1. data and vocabulary
+    speeches = shakespeare.read_speeches()
+    if args.speeches:
+        speeches = speeches[:args.speeches]
+    n_held = max(8, int(len(speeches) * HELD_OUT_FRACTION))
+    train_docs = shakespeare.documents(speeches[:-n_held], speeches_per_document=8)
+    held_docs = shakespeare.documents(speeches[-n_held:], speeches_per_document=8)
+    train_txt, held_txt = os.path.join(out, "train.txt"), os.path.join(out, "held_out.txt")
+    shakespeare.write_documents(train_docs, train_txt)
+    shakespeare.write_documents(held_docs, held_txt)
+    t = time.perf_counter()
+    vocab_file = os.path.join(out, "vocab.txt")
+    vocab = build_vocab([train_txt], args.vocab_size, vocab_file)
+    tokenizer = npbert.BertTokenizer(vocab_file)
+    say(f"1. vocabulary: {len(vocab)} WordPiece tokens learned from {len(speeches) - n_held} speeches "
+        f"({time.perf_counter() - t:.1f} s): e.g. {' '.join(vocab[300:310])}")
+
+    # 2. instances (Google's create_pretraining_data algorithm)
+    t = time.perf_counter()
+    T, P = args.max_seq_length, max(1, round(args.max_seq_length * 0.15))
+    try:
+        train_inst = create_training_instances([train_txt], tokenizer, T, 1, 0.1, 0.15, P, random.Random(args.seed))
+        held_inst = create_training_instances([held_txt], tokenizer, T, 2, 0.1, 0.15, P, random.Random(args.seed + 1))
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    train = PretrainingDataset(instances_to_features(train_inst, tokenizer, T, P))
+    held = PretrainingDataset(instances_to_features(held_inst, tokenizer, T, P))
+    say(f"2. instances: {len(train)} training and {len(held)} held-out sequences of up to {T} tokens, 15 % masked "
+        f"(80 % [MASK], 10 % random, 10 % kept), half with a random next sentence ({time.perf_counter() - t:.1f} s)")
+    example = train_inst[0]
+    say(f"   e.g. {' '.join(example.tokens[:24])} ...")
+
+    # 3. the model, before
+    config = config_for_size(args.model_size, len(tokenizer), max_position_embeddings=T)
+    model = npbert.BertForPreTraining(config, seed=args.seed)
+    baseline, top = frequency_baseline(train, held)
+    fill_lines = _fill_lines(held_docs, tokenizer)
+    mlm0, nsp0 = evaluate_pretraining(model, held)
+    say(f"3. BERT-{args.model_size}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+        f"{config.num_attention_heads} heads, {model.num_parameters():,} parameters")
+    say(f"   before training: MLM accuracy {mlm0:.3f}, NSP accuracy {nsp0:.3f} "
+        f"(always guessing {tokenizer.convert_ids_to_tokens([top])[0]!r}: MLM {baseline:.3f}; NSP by chance 0.5)")
+    _show_fill(model, tokenizer, fill_lines, "fill-mask before training:")
+
+    # 4. pre-training
+    say(f"\n4. pre-training: {args.max_steps} steps of {args.batch_size} sequences, AdamW lr {args.learning_rate:g}, "
+        "linear warmup and decay")
+    targs = TrainingArguments(os.path.join(out, "run"), max_steps=args.max_steps,
+                              per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=64,
+                              learning_rate=args.learning_rate, weight_decay=0.01, warmup_ratio=0.06,
+                              logging_steps=max(1, args.max_steps // 12), eval_strategy="steps",
+                              eval_steps=max(1, args.max_steps // 4), save_strategy="no", seed=args.seed)
+    trainer = Trainer(model, targs, train_dataset=train, eval_dataset=held, data_collator=default_data_collator,
+                      compute_metrics=compute_pretraining_metrics,
+                      preprocess_logits_for_metrics=preprocess_logits_for_metrics, processing_class=tokenizer)
+    t = time.perf_counter()
+    try:
+        trainer.train()
+    except FloatingPointError as e:
+        raise CliError(str(e)) from None
+    train_time = time.perf_counter() - t
+
+    # 5. after
+    mlm1, nsp1 = evaluate_pretraining(model, held)
+    say(f"\n5. after {args.max_steps} steps ({train_time:.0f} s): MLM accuracy {mlm0:.3f} -> {mlm1:.3f} "
+        f"(frequency baseline {baseline:.3f}), NSP accuracy {nsp0:.3f} -> {nsp1:.3f}")
+    _show_fill(model, tokenizer, fill_lines, "fill-mask after training:")
+    model_dir = os.path.join(out, "model")
+    trainer.save_model(model_dir)
+    pictures = []
+    curves = os.path.join(targs.output_dir, "training_curves.png")
+    if os.path.exists(curves):
+        pictures.append(curves)
+    text = fill_lines[0][0].replace(tokenizer.mask_token, fill_lines[0][1]) if fill_lines else "to be or not to be"
+    att = attention_picture(model, tokenizer, text, os.path.join(out, "attention.png"))
+    if att:
+        pictures.append(att)
+    say(f"\nmodel and vocab.txt: {model_dir}   (try: npbert fill-mask --model {model_dir} \"good [MASK] , sweet prince\")")
+    if pictures:
+        say("pictures: " + ", ".join(pictures))
+    elif not have_matplotlib():
+        say("pictures: not drawn; pip install matplotlib (or npbert[plot]) to get training_curves.png and attention.png")
+    say(f"done in {time.perf_counter() - t_start:.0f} s")
+    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    return {"mlm_before": mlm0, "mlm_after": mlm1, "nsp_before": nsp0, "nsp_after": nsp1, "baseline": baseline,
+            "losses": losses, "model_dir": model_dir, "pictures": pictures, "train_time": train_time}

@@ -1,32 +1,30 @@
-"""Learn a WordPiece vocabulary from text, as the `tokenizers` library's WordPieceTrainer does.
+"""Learn a WordPiece vocabulary from a corpus, as the `tokenizers` library's WordPieceTrainer does.
 
-WordPieceTrainer is a BPE trainer with the continuing-subword prefix "##":
-  1. words: the BasicTokenizer's tokens of every line (lower-cased, accents stripped, punctuation
-     split off), counted;
-  2. alphabet: every character of those words; a word starts as its characters, the first one
-     bare and the others with "##" ("know't" -> k ##n ##o ##w ##' ##t);
-  3. merges: repeatedly the most frequent adjacent pair (counted over words x word counts) is
-     merged into one piece; "k" + "##n" -> "kn", "##o" + "##w" -> "##ow" (the second piece's
-     "##" is dropped, the first's kept); until the vocabulary has vocab_size entries or no pair
-     occurs min_frequency times.
-The vocabulary is: the special tokens first ([PAD] [UNK] [CLS] [SEP] [MASK], ids 0..4 as in
-BERT's vocabularies' order of appearance), then the alphabet (most frequent first), then the
-"##" characters, then the merged pieces in the order they were learned.
+    1. words: the corpus through BERT's BasicTokenizer (lower-casing, accents stripped,
+       punctuation and CJK characters split off), counted
+    2. alphabet: every character; a word starts as its first character followed by its other
+       characters as continuation pieces: "king" -> k ##i ##n ##g
+    3. merges: repeatedly join the most frequent adjacent pair of pieces in the corpus (counted
+       over word occurrences), "k" + "##i" -> "ki", "##n" + "##g" -> "##ng", until the
+       vocabulary has vocab_size entries or no pair occurs min_frequency times
+    4. vocab.txt: the special tokens first ([PAD] [UNK] [CLS] [SEP] [MASK]), then the
+       characters, the continuation characters, and the merged pieces in the order learned
 
-Ties between pairs of equal count go to the pair of lower ids (tokenizers does the same; its
-word order, a hash map's, differs, so ids can differ from tokenizers' where counts tie, while
-the learned pieces agree: tests/data/test_vocab.py).
+It is byte-pair encoding (Sennrich et al. 2016) with WordPiece's "##" continuations; BERT's
+WordPiece then tokenizes greedily, longest piece first.  Ties between equally frequent pairs
+go to the lexicographically smallest pair (deterministic; the tokenizers library breaks them
+by internal ids).  A small vocabulary makes a small model fast: the MLM decoder's cost grows
+with it.
 """
 import collections
 import heapq
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-PREFIX = "##"
 
 
 def count_words(lines, do_lower_case=True):
-    """Counter of BasicTokenizer tokens over the lines."""
-    from npbert.tokenization.basic import BasicTokenizer
+    """Counter of BasicTokenizer words over the lines."""
+    from npbert.tokenization import BasicTokenizer
     basic = BasicTokenizer(do_lower_case=do_lower_case)
     counts = collections.Counter()
     for line in lines:
@@ -34,86 +32,103 @@ def count_words(lines, do_lower_case=True):
     return counts
 
 
-def build_vocab(lines, vocab_size, min_frequency=2, special_tokens=SPECIAL_TOKENS, do_lower_case=True,
-                max_input_chars_per_word=100):
-    """Learn a WordPiece vocabulary (a list of tokens; id = index) from an iterable of text lines."""
-    word_counts = count_words(lines, do_lower_case)
-    word_counts = {w: c for w, c in word_counts.items() if len(w) <= max_input_chars_per_word}
+def _merge(symbols, a, b, new):
+    out, i = [], 0
+    while i < len(symbols):
+        if i + 1 < len(symbols) and symbols[i] == a and symbols[i + 1] == b:
+            out.append(new)
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return out
+
+
+def learn_wordpiece_vocab(word_counts, vocab_size, min_frequency=2, limit_alphabet=1000,
+                          special_tokens=SPECIAL_TOKENS, progress=None):
+    """The vocabulary (a list of tokens) learned from {word: count}."""
+    if vocab_size < len(special_tokens) + 1:
+        raise ValueError(f"vocab_size {vocab_size} leaves no room beside the {len(special_tokens)} special tokens")
     if not word_counts:
-        raise ValueError("no words in the text: cannot learn a vocabulary")
-    vocab = list(dict.fromkeys(special_tokens))
-    if vocab_size <= len(vocab):
-        raise ValueError(f"vocab_size={vocab_size} leaves no room after the {len(vocab)} special tokens")
-    ids = {t: i for i, t in enumerate(vocab)}
-
-    def add(token):
-        if token not in ids:
-            ids[token] = len(vocab)
-            vocab.append(token)
-        return ids[token]
-
-    # 2. the alphabet, most frequent character first (ties by character)
-    char_counts = collections.Counter()
-    for w, c in word_counts.items():
-        for ch in w:
-            char_counts[ch] += c
-    for ch, _ in sorted(char_counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        add(ch)
-    # words as lists of ids: first character bare, the rest "##"-prefixed
+        raise ValueError("no words to learn a vocabulary from: the corpus is empty")
+    # The alphabet: the limit_alphabet most frequent characters (the rest become [UNK]).
+    chars = collections.Counter()
+    for word, c in word_counts.items():
+        for ch in word:
+            chars[ch] += c
+    alphabet = set(sorted(chars, key=lambda ch: (-chars[ch], ch))[:limit_alphabet])
     words, counts = [], []
-    for w, c in sorted(word_counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        words.append([ids[w[0]]] + [add(PREFIX + ch) for ch in w[1:]])
-        counts.append(c)
+    for word, c in word_counts.items():
+        if all(ch in alphabet for ch in word):
+            words.append([word[0]] + ["##" + ch for ch in word[1:]])
+            counts.append(c)
+    vocab = list(special_tokens)
+    seen = set(vocab)
+    initial = sorted({w[0] for w in words}) + sorted({s for w in words for s in w[1:]})
+    for tok in initial:
+        if tok not in seen:
+            vocab.append(tok)
+            seen.add(tok)
 
-    # 3. pair counts, and which words hold each pair
     pair_counts = collections.Counter()
     where = collections.defaultdict(set)
-    for wi, (pieces, c) in enumerate(zip(words, counts)):
-        for a, b in zip(pieces, pieces[1:]):
-            pair_counts[(a, b)] += c
-            where[(a, b)].add(wi)
-    heap = [(-c, a, b) for (a, b), c in pair_counts.items()]
+    for k, symbols in enumerate(words):
+        for pair in zip(symbols, symbols[1:]):
+            pair_counts[pair] += counts[k]
+            where[pair].add(k)
+    heap = [(-c, pair) for pair, c in pair_counts.items()]
     heapq.heapify(heap)
     while len(vocab) < vocab_size and heap:
-        neg, a, b = heapq.heappop(heap)
-        if pair_counts.get((a, b), 0) != -neg:       # stale entry: the count changed since it was pushed
+        neg, pair = heapq.heappop(heap)
+        if pair_counts.get(pair, 0) != -neg:              # stale entry: the count changed since
+            if pair_counts.get(pair, 0) > 0:
+                heapq.heappush(heap, (-pair_counts[pair], pair))
             continue
-        if -neg < max(min_frequency, 1):
+        if -neg < min_frequency:
             break
-        right = vocab[b][len(PREFIX):] if vocab[b].startswith(PREFIX) else vocab[b]
-        new = add(vocab[a] + right)
+        a, b = pair
+        new = a + (b[2:] if b.startswith("##") else b)
+        if new not in seen:
+            vocab.append(new)
+            seen.add(new)
         changed = set()
-        for wi in where.pop((a, b), ()):
-            pieces, c = words[wi], counts[wi]
-            for p in zip(pieces, pieces[1:]):         # remove this word's old pairs
-                pair_counts[p] -= c
+        for k in list(where[pair]):
+            old = words[k]
+            merged = _merge(old, a, b, new)
+            if merged == old:
+                continue
+            for p in zip(old, old[1:]):
+                pair_counts[p] -= counts[k]
+                where[p].discard(k)
                 changed.add(p)
-            merged, k = [], 0
-            while k < len(pieces):
-                if k + 1 < len(pieces) and pieces[k] == a and pieces[k + 1] == b:
-                    merged.append(new)
-                    k += 2
-                else:
-                    merged.append(pieces[k])
-                    k += 1
-            words[wi] = merged
-            for p in zip(merged, merged[1:]):         # and add its new ones
-                pair_counts[p] += c
-                where[p].add(wi)
+            for p in zip(merged, merged[1:]):
+                pair_counts[p] += counts[k]
+                where[p].add(k)
                 changed.add(p)
-        pair_counts.pop((a, b), None)
+            words[k] = merged
         for p in changed:
-            c = pair_counts.get(p, 0)
-            if c > 0:
-                heapq.heappush(heap, (-c, p[0], p[1]))
+            if pair_counts[p] > 0:
+                heapq.heappush(heap, (-pair_counts[p], p))
             else:
                 pair_counts.pop(p, None)
+        if progress:
+            progress(len(vocab), vocab_size)
     return vocab
 
 
-def write_vocab(vocab, path):
-    """vocab.txt: one token a line, id = line number; written atomically."""
-    from npbert.io._atomic import atomic_write
-    with atomic_write(path, "w") as f:
-        f.write("".join(t + "\n" for t in vocab))
-    return path
+def build_vocab(input_files, vocab_size, output_file=None, do_lower_case=True, min_frequency=2, limit_alphabet=1000):
+    """Learn a vocabulary from text files (any layout: every line is read) and write vocab.txt
+    (one token a line, atomically) when output_file is given.  Returns the list of tokens."""
+    def lines():
+        for path in input_files:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    yield from f
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    vocab = learn_wordpiece_vocab(count_words(lines(), do_lower_case), vocab_size, min_frequency, limit_alphabet)
+    if output_file:
+        from npbert.io._atomic import atomic_write
+        with atomic_write(output_file, "w") as f:
+            f.write("\n".join(vocab) + "\n")
+    return vocab

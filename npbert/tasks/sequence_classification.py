@@ -1,0 +1,184 @@
+"""`npbert finetune --task sequence-classification`: single texts or pairs, one label, a real
+value (regression) or a set of labels (multi-label), from .csv/.tsv/.json/.jsonl files.
+
+    [CLS] text [SEP]  or  [CLS] text [SEP] pair [SEP]   (token_type_ids 0 ... 0 1 ... 1)
+    -> BertForSequenceClassification -> logits (B, K)
+
+The label set of the training file becomes config.id2label / label2id, so a saved model
+predicts names.  Long texts (Sun et al. 2019, docs/long_texts.md): --truncation
+head|tail|head+tail (--head_tokens), or --long_text chunks: windows pooled by --chunk_pooling.
+"""
+import json
+import math
+
+import numpy as np
+
+from npbert.io._atomic import atomic_write
+from npbert.tasks.base import TaskData
+from npbert.tasks.long_text import (CHUNK_POOLINGS, TRUNCATION_STRATEGIES, BertForChunkedSequenceClassification,
+                                    collate_chunks, encode_chunks, truncate_tokens)
+from npbert.tasks.metrics import accuracy, f1_score, matthews_corrcoef, pearsonr, spearmanr
+from npbert.tasks.readers import find_columns, read_table
+
+
+def add_arguments(parser):
+    g = parser.add_argument_group("sequence classification")
+    g.add_argument("--problem_type", choices=("single_label_classification", "regression",
+                                              "multi_label_classification"),
+                   help="default: regression for float labels, multi-label for lists of labels, else single-label")
+    g.add_argument("--truncation", choices=TRUNCATION_STRATEGIES, default="head",
+                   help="how a text longer than max_seq_length is cut (single texts)")
+    g.add_argument("--head_tokens", type=int, default=128, help="tokens kept from the start with head+tail")
+    g.add_argument("--long_text", choices=("truncate", "chunks"), default="truncate",
+                   help="chunks: encode every window of the text and pool them (BertForChunkedSequenceClassification)")
+    g.add_argument("--chunk_pooling", choices=CHUNK_POOLINGS, default="mean")
+    g.add_argument("--chunk_stride", type=int, default=None, help="tokens between window starts (default: no overlap)")
+    g.add_argument("--max_chunks", type=int, default=None, help="windows kept per text (default: all)")
+    return parser
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) or (
+        isinstance(v, str) and v.strip().lstrip("-").replace(".", "", 1).replace("e-", "", 1).isdigit())
+
+
+def _problem_type(args, labels):
+    if getattr(args, "problem_type", None):
+        return args.problem_type
+    if all(isinstance(v, list) for v in labels):
+        return "multi_label_classification"
+    if all(_is_number(v) for v in labels) and any("." in str(v) for v in labels):
+        return "regression"
+    return "single_label_classification"
+
+
+def load_task(args, tokenizer):
+    max_seq_length = getattr(args, "max_seq_length", None) or 128
+    train_path = getattr(args, "train_file", None)
+    if not train_path:
+        raise ValueError("sequence classification needs --train_file (its labels define the label set)")
+    train_rows = read_table(train_path)
+    text_col, pair_col, label_col = find_columns(train_path, train_rows, getattr(args, "text_column_name", None),
+                                                 getattr(args, "text_pair_column_name", None),
+                                                 getattr(args, "label_column_name", None))
+    problem = _problem_type(args, [r[label_col] for _, r in train_rows])
+    if problem == "regression":
+        label_list = None
+    elif problem == "multi_label_classification":
+        label_list = sorted({str(x) for _, r in train_rows for x in r[label_col]})
+    else:
+        label_list = sorted({str(r[label_col]) for _, r in train_rows})
+    label2id = {l: i for i, l in enumerate(label_list)} if label_list else None
+    chunks = getattr(args, "long_text", "truncate") == "chunks"
+    strategy = getattr(args, "truncation", "head")
+    if pair_col and (chunks or strategy != "head"):
+        raise ValueError(f"--truncation {strategy} and --long_text chunks are for single texts; {train_path} has "
+                         f"pairs ({text_col}, {pair_col})")
+
+    def label_value(path, line, value):
+        if problem == "regression":
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"{path}:{line}: label {value!r} is not a number (regression)") from None
+        if problem == "multi_label_classification":
+            if not isinstance(value, list):
+                raise ValueError(f"{path}:{line}: multi-label rows need a list of labels, got {value!r}")
+            vec = np.zeros(len(label_list), dtype=np.float64)
+            for x in value:
+                if str(x) not in label2id:
+                    raise ValueError(f"{path}:{line}: label {x!r} does not occur in the training file {train_path}")
+                vec[label2id[str(x)]] = 1.0
+            return vec.tolist()
+        if str(value) not in label2id:
+            raise ValueError(f"{path}:{line}: label {value!r} does not occur in the training file {train_path} "
+                             f"(labels: {label_list[:10]}{' ...' if len(label_list) > 10 else ''})")
+        return label2id[str(value)]
+
+    def encode(text, pair):
+        if chunks:
+            ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
+            return encode_chunks(ids, max_seq_length, tokenizer.cls_token_id, tokenizer.sep_token_id,
+                                 tokenizer.pad_token_id, getattr(args, "chunk_stride", None),
+                                 getattr(args, "max_chunks", None))
+        if pair is None and strategy != "head":
+            ids = truncate_tokens(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)), max_seq_length - 2,
+                                  strategy, getattr(args, "head_tokens", 128))
+            ids = [tokenizer.cls_token_id] + ids + [tokenizer.sep_token_id]
+            return {"input_ids": ids, "token_type_ids": [0] * len(ids), "attention_mask": [1] * len(ids)}
+        enc = tokenizer(text, pair, truncation=True, max_length=max_seq_length, return_token_type_ids=True)
+        return {k: enc[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
+
+    def dataset(path, with_labels):
+        if not path:
+            return None, None
+        rows = train_rows if path == train_path else read_table(path)
+        find_columns(path, rows, text_col, pair_col, label_col if with_labels else None, need_label=with_labels)
+        examples, texts = [], []
+        for line, row in rows:
+            text = row[text_col]
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{path}:{line}: the text ({text_col}) is empty")
+            ex = encode(text, row[pair_col] if pair_col else None)
+            if with_labels:
+                ex["labels"] = label_value(path, line, row[label_col])
+            examples.append(ex)
+            texts.append(row)
+        return examples, texts
+
+    train, _ = dataset(train_path, True)
+    evaluation, _ = dataset(getattr(args, "validation_file", None), True)
+    test, test_rows = dataset(getattr(args, "test_file", None), False)
+
+    def compute_metrics(p):
+        logits = p.predictions[0] if isinstance(p.predictions, tuple) else p.predictions
+        labels = p.label_ids
+        if problem == "regression":
+            preds = logits.reshape(-1)
+            return {"pearson": pearsonr(preds, labels), "spearmanr": spearmanr(preds, labels),
+                    "mse": float(np.mean((preds - labels) ** 2))}
+        if problem == "multi_label_classification":
+            preds = (logits > 0).astype(int)
+            return {"accuracy": float(np.all(preds == labels, axis=1).mean()),
+                    "f1": f1_score(preds.reshape(-1), labels.reshape(-1).astype(int), average="binary")}
+        preds = logits.argmax(-1)
+        binary = len(label_list) == 2
+        return {"accuracy": accuracy(preds, labels),
+                "f1": f1_score(preds, labels, average="binary" if binary else "macro"),
+                "matthews_correlation": matthews_corrcoef(preds, labels)}
+
+    def write_predictions(output, path):
+        logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
+        with atomic_write(path, "w") as f:
+            for i, (row, scores) in enumerate(zip(test_rows, logits)):
+                if problem == "regression":
+                    prediction = float(scores.reshape(-1)[0])
+                elif problem == "multi_label_classification":
+                    prediction = [label_list[k] for k in np.flatnonzero(scores > 0)]
+                else:
+                    prediction = label_list[int(np.argmax(scores))]
+                f.write(json.dumps({"index": i, "prediction": prediction, text_col: row[text_col]},
+                                   ensure_ascii=False) + "\n")
+
+    overrides = {"problem_type": problem, "num_labels": 1 if problem == "regression" else len(label_list)}
+    if label_list:
+        overrides["id2label"] = {i: l for i, l in enumerate(label_list)}
+        overrides["label2id"] = dict(label2id)
+    model_class = None
+    collator = None
+    if chunks:
+        model_class = BertForChunkedSequenceClassification
+        overrides["chunk_pooling"] = getattr(args, "chunk_pooling", "mean")
+        for part in (train, evaluation, test):
+            for ex in part or ():
+                for k in ("input_ids", "attention_mask", "token_type_ids"):
+                    ex[k] = np.asarray(ex[k])
+        collator = lambda examples: collate_chunks(examples, tokenizer.pad_token_id)   # noqa: E731
+    else:
+        from npbert.modeling import BertForSequenceClassification
+        from npbert.training import DataCollatorWithPadding
+        model_class = BertForSequenceClassification
+        collator = DataCollatorWithPadding(tokenizer)
+    return TaskData(model_class=model_class, config_overrides=overrides, train_dataset=train,
+                    eval_dataset=evaluation, test_dataset=test, data_collator=collator,
+                    compute_metrics=compute_metrics, write_predictions=write_predictions)
