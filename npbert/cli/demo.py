@@ -160,6 +160,7 @@ def demo(args):
     # 3. the model, before
     config = config_for_size(args.model_size, len(tokenizer), max_position_embeddings=T)
     model = npbert.BertForPreTraining(config, seed=args.seed)
+    model.gather_masked_lm = True          # the MLM head only at the masked positions: same loss, less work
     baseline, top = frequency_baseline(train, held)
     fill_lines = _fill_lines(held_docs, tokenizer)
     mlm0, nsp0 = evaluate_pretraining(model, held)

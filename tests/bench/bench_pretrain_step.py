@@ -1,6 +1,6 @@
 """Benchmark: one pre-training step, npbert vs transformers' BertForPreTraining + torch AdamW.
 
-Steps (issue 11): the demo's model (2 layers, hidden 128, vocab 1000, batch 32 x 32) and BERT-mini
+Steps (issue 11): the demo's model (2 layers, hidden 128, vocab 2000, batch 32 x 64) and BERT-mini
 (4 layers, hidden 256, vocab 30522, batch 32 x 128); MLM labels at 15 % of the positions + NSP,
 forward, backward, clip_grad_norm_(1.0), AdamW, linear schedule.  npbert runs twice: with the
 MLM head over all positions as transformers (`full`), and only at the masked positions
@@ -20,12 +20,13 @@ import time
 
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NPBERT_NUM_THREADS"):
     os.environ.setdefault(var, "2")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "..")]             # bench_train_step and the repository
 
 from bench_train_step import batch, config_kwargs, torch_runner  # noqa: E402
 
 SIZES = {
-    "demo": dict(layers=2, hidden=128, heads=2, intermediate=512, vocab=1000, batch=32, seq=32),
+    "demo": dict(layers=2, hidden=128, heads=2, intermediate=512, vocab=2000, batch=32, seq=64),
     "mini": dict(layers=4, hidden=256, heads=4, intermediate=1024, vocab=30522, batch=32, seq=128),
 }
 

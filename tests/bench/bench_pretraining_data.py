@@ -14,23 +14,26 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, ".."), os.path.join(HERE, "..", "..")]      # tests/ and the repository
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--kb", type=int, default=300, help="kilobytes of Shakespeare to use")
+    p.add_argument("--kb", type=int, default=300, help="about how many kilobytes of the 1.1 MB Shakespeare to use")
     args = p.parse_args()
     import google_reference
-    from npbert.data import corpus, pretraining
-    from npbert.data.vocab import build_vocab, write_vocab
+    from npbert.data import pretraining, shakespeare
+    from npbert.data.vocab import build_vocab
     from npbert.tokenization import BertTokenizer
     d = tempfile.mkdtemp()
-    with open(corpus.corpus_path(), encoding="utf-8") as f:
-        docs = corpus.shakespeare_documents(f.read()[:args.kb * 1000], 8)
-    text_file = corpus.write_documents(docs, os.path.join(d, "docs.txt"))
-    vocab = write_vocab(build_vocab([s for doc in docs for s in doc], 2000), os.path.join(d, "vocab.txt"))
+    speeches = shakespeare.read_speeches()
+    docs = shakespeare.documents(speeches[:int(len(speeches) * args.kb / 1100)], 8)
+    text_file = os.path.join(d, "docs.txt")
+    shakespeare.write_documents(docs, text_file)
+    vocab = os.path.join(d, "vocab.txt")
+    build_vocab([text_file], 2000, output_file=vocab)
     cpd, tokenization = google_reference.load("create_pretraining_data"), google_reference.load("tokenization")
     settings = (128, 2, 0.1, 0.15, 20)
     runners = {
