@@ -8,7 +8,7 @@ MLM head over all positions as transformers (`full`), and only at the masked pos
 gradients).  Target: npbert / torch <= 1.1.
 
 All runners alternate round by round in one process, 2 threads each; ratios are medians of
-per-round ratios.  Reuses the batch and the torch step of bench_train_step.py.
+per-round ratios.  Reuses the batch, the npbert step and the torch step of bench_train_step.py.
 
     python tests/bench/bench_pretrain_step.py [--sizes demo,mini] [--rounds 5]
 """
@@ -23,7 +23,7 @@ for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NPBER
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..", "..")]             # bench_train_step and the repository
 
-from bench_train_step import batch, config_kwargs, torch_runner  # noqa: E402
+import bench_train_step as train_step  # noqa: E402
 
 SIZES = {
     "demo": dict(layers=2, hidden=128, heads=2, intermediate=512, vocab=2000, batch=32, seq=64),
@@ -32,23 +32,19 @@ SIZES = {
 
 
 def npbert_runner(spec, gather):
-    import numpy as np
-
+    """bench_train_step's npbert step, its BertForPreTraining with gather_masked_lm set."""
     import npbert
-    from npbert import optim
-    model = npbert.BertForPreTraining(npbert.BertConfig(**config_kwargs(spec)), dtype=np.float32).train()
-    model.gather_masked_lm = gather
-    opt = optim.AdamW(optim.optimizer_grouped_parameters(model, weight_decay=0.01), lr=1e-4)
-    sched = optim.get_linear_schedule_with_warmup(opt, 10, 1000)
-    data = batch(spec, True)
 
-    def step():
-        model(**data)
-        grads = model.backward()
-        optim.clip_grad_norm_(grads, 1.0)
-        opt.step(grads)
-        sched.step()
-    return step
+    class Model(npbert.BertForPreTraining):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.gather_masked_lm = gather
+
+    original, npbert.BertForPreTraining = npbert.BertForPreTraining, Model
+    try:
+        return train_step.npbert_runner(spec, True)
+    finally:
+        npbert.BertForPreTraining = original
 
 
 def main():
@@ -59,7 +55,7 @@ def main():
     for name in args.sizes.split(","):
         spec = SIZES[name]
         runners = {"npbert-full": npbert_runner(spec, False), "npbert-gather": npbert_runner(spec, True),
-                   "torch": torch_runner(spec, True)}
+                   "torch": train_step.torch_runner(spec, True)}
         for run in runners.values():
             run()                                            # warm-up (allocates optimizer state)
         times = {k: [] for k in runners}
