@@ -23,7 +23,11 @@ def add_parser(commands):
     p = commands.add_parser("demo", help="pre-train a tiny BERT on Shakespeare in about a minute and show what it learned",
                             description=__doc__.split("\n\n")[0])
     p.add_argument("--output_dir", default="npbert-demo", help="where the model, data and pictures go (default ./npbert-demo)")
-    p.add_argument("--max_steps", type=positive_int, default=360, help="optimizer steps (default 360)")
+    p.add_argument("--max_steps", type=positive_int, default=360,
+                   help="optimizer steps (default 360; fewer when they would not fit in --train_seconds)")
+    p.add_argument("--train_seconds", type=float, default=150.0,
+                   help="time budget of the training (default 150): on a slow or busy machine max_steps is "
+                        "lowered to fit it, from 3 timed steps; 0 for no limit")
     p.add_argument("--vocab_size", type=positive_int, default=2000)
     p.add_argument("--max_seq_length", type=positive_int, default=64)
     p.add_argument("--batch_size", type=positive_int, default=32)
@@ -102,6 +106,24 @@ def attention_picture(model, tokenizer, text, path):
     return path
 
 
+def steps_within(config, train, batch_size, seconds, minimum=30):
+    """How many training steps fit in `seconds`: 3 forward+backward passes of one batch timed on
+    a scratch model of the same config (the real one's dropout stream is left alone), the
+    fastest taken, plus 15 % for the optimizer, the batching and the evaluations."""
+    import npbert
+    from npbert.training import default_data_collator
+    scratch = npbert.BertForPreTraining(config, seed=1)
+    scratch.gather_masked_lm = True
+    batch = default_data_collator([train[i] for i in range(min(batch_size, len(train)))])
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        scratch(**batch)
+        scratch.backward()
+        times.append(time.perf_counter() - t)
+    return max(minimum, int(seconds / (1.15 * min(times))))
+
+
 def run(args):
     demo(args)
     return 0
@@ -171,6 +193,13 @@ def demo(args):
     _show_fill(model, tokenizer, fill_lines, "fill-mask before training:")
 
     # 4. pre-training
+    budget = getattr(args, "train_seconds", 0) or 0
+    if budget > 0:
+        steps = steps_within(config, train, args.batch_size, budget)
+        if steps < args.max_steps:
+            say(f"\n   (this machine is slow or busy now: {steps} steps instead of {args.max_steps}, to stay within "
+                f"--train_seconds {budget:g})")
+            args.max_steps = steps
     say(f"\n4. pre-training: {args.max_steps} steps of {args.batch_size} sequences, AdamW lr {args.learning_rate:g}, "
         "linear warmup and decay")
     targs = TrainingArguments(os.path.join(out, "run"), max_steps=args.max_steps,
