@@ -112,8 +112,8 @@ def steps_within(config, train, batch_size, seconds, minimum=30):
     fastest taken, plus 15 % for the optimizer, the batching and the evaluations."""
     import npbert
     from npbert.training import default_data_collator
-    scratch = npbert.BertForPreTraining(config, seed=1)
-    scratch.gather_masked_lm = True
+    scratch = npbert.BertForPreTraining(config, seed=1)          # in training mode, as the steps to come
+    scratch.config.gather_masked_lm = True                         # as the demo's model
     batch = default_data_collator([train[i] for i in range(min(batch_size, len(train)))])
     times = []
     for _ in range(3):
@@ -182,7 +182,7 @@ def demo(args):
     # 3. the model, before
     config = config_for_size(args.model_size, len(tokenizer), max_position_embeddings=T)
     model = npbert.BertForPreTraining(config, seed=args.seed)
-    model.gather_masked_lm = True          # the MLM head only at the masked positions: same loss, less work
+    model.config.gather_masked_lm = True      # the MLM head only at the masked positions while training (Google's)
     baseline, top = frequency_baseline(train, held)
     fill_lines = _fill_lines(held_docs, tokenizer)
     mlm0, nsp0 = evaluate_pretraining(model, held)

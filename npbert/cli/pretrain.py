@@ -26,9 +26,9 @@ def add_parser(commands):
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     p.add_argument("--model_seed", type=non_negative_int, default=0, help="seed of the initial weights")
     p.add_argument("--dynamic_masking", action="store_true", help="new masks every batch (collator)")
-    p.add_argument("--full_mlm_logits", action="store_true",
-                   help="MLM logits at every position, as transformers (default: only at the masked ones, as "
-                        "Google's gather_indexes; the same loss and gradients, less work)")
+    p.add_argument("--gather_masked_lm", type=lambda s: s.lower() in ("1", "true", "yes"), default=True,
+                   help="compute the MLM head only at the masked positions while training, as Google's "
+                        "gather_indexes (same loss and gradients, less work; default true)")
     p.add_argument("--resume_from_checkpoint", nargs="?", const=True, default=None, metavar="DIR",
                    help="continue from DIR, or from the latest checkpoint in --output_dir")
     data = p.add_argument_group("instances from a text corpus (create-pretraining-data's flags)")
@@ -103,9 +103,7 @@ def build_model(args, vocab_size, max_positions):
     if max_positions > config.max_position_embeddings:
         raise CliError(f"max_seq_length {max_positions} is more than the model's max_position_embeddings "
                        f"{config.max_position_embeddings}")
-    model = npbert.BertForPreTraining(config, seed=args.model_seed, dtype=np.dtype(args.dtype).type)
-    model.gather_masked_lm = not getattr(args, "full_mlm_logits", False)
-    return model
+    return npbert.BertForPreTraining(config, seed=args.model_seed, dtype=np.dtype(args.dtype).type)
 
 
 def run(args):
@@ -122,6 +120,7 @@ def run(args):
     vocab_size = len(tokenizer) if tokenizer else train.vocab_size
     T = train.features["input_ids"].shape[1]
     model = build_model(args, vocab_size, T)
+    model.config.gather_masked_lm = args.gather_masked_lm
     collator = default_data_collator
     if args.dynamic_masking:
         if tokenizer is None:

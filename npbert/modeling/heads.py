@@ -258,11 +258,6 @@ class BertForPreTraining(_BertHeadModel):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
         self.bert = BertModel(config, add_pooling_layer=True, _parent=self, _prefix="bert.")
         self.cls = BertPreTrainingHeads(self.state, "cls.", decoder_weight=WORD_EMBEDDINGS)
-        # True: when `labels` are given, the MLM head runs only at the M positions whose label is
-        # not -100 (Google's gather_indexes): prediction_logits is then (M, V), the rows in
-        # row-major (b, t) order, and the loss and every gradient equal the full (B, T, V)
-        # computation's.  With V >> the few masked positions this is most of a step's work saved.
-        self.gather_masked_lm = False
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
@@ -274,18 +269,23 @@ class BertForPreTraining(_BertHeadModel):
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
         sequence_output, pooled_output = outputs.last_hidden_state, outputs.pooler_output        # (B, T, H), (B, H)
         gathered = None
-        if self.gather_masked_lm and labels is not None:
+        if (getattr(self.config, "gather_masked_lm", False) and self.training and labels is not None
+                and next_sentence_label is not None):
+            # Google's gather_indexes: the MLM head only at the M labelled positions, (1, M, H) -> (1, M, V).
+            # The loss (a mean over the labelled positions) and every gradient are those of the full
+            # (B, T, V) computation; prediction_logits is then (1, M, V), in row-major position order.
             B, T, H = sequence_output.shape
-            labels = _class_labels("labels", labels, (B, T)).reshape(-1)                      # (B*T,)
-            index = np.flatnonzero(labels != -100)                                             # (M,)
-            sequence_output, labels = sequence_output.reshape(B * T, H)[index], labels[index]  # (M, H), (M,)
-            gathered = (index, (B, T, H))
+            labels = _class_labels("labels", labels, (B, T))
+            gathered = np.flatnonzero(labels.reshape(-1) != -100)                               # (M,)
+            sequence_output = sequence_output.reshape(B * T, H)[gathered][None]                 # (1, M, H)
+            labels = labels.reshape(-1)[gathered][None]                                         # (1, M)
         prediction_scores, seq_relationship_score, cls_cache = self.cls.forward(sequence_output, pooled_output)
         total_loss, loss_cache = None, None
         if labels is not None and next_sentence_label is not None:
-            labels = _class_labels("labels", labels, prediction_scores.shape[:-1])               # (B, T) or (M,)
+            B, T, V = prediction_scores.shape
+            labels = _class_labels("labels", labels, (B, T))
             next_sentence_label = _class_labels("next_sentence_label", next_sentence_label,
-                                                (pooled_output.shape[0],))
+                                                (seq_relationship_score.shape[0],))
             masked_lm_loss, mlm_cache = cross_entropy_forward(prediction_scores, labels)           # (B, T, V), (B, T)
             next_sentence_loss, nsp_cache = cross_entropy_forward(seq_relationship_score, next_sentence_label)
             total_loss = masked_lm_loss + next_sentence_loss
@@ -293,8 +293,9 @@ class BertForPreTraining(_BertHeadModel):
         output = BertForPreTrainingOutput(loss=total_loss, prediction_logits=prediction_scores,
                                           seq_relationship_logits=seq_relationship_score,
                                           hidden_states=outputs.hidden_states, attentions=outputs.attentions)
-        cache = {"bert": bert_cache, "cls": cls_cache, "loss": loss_cache, "gathered": gathered,
-                 "shapes": (prediction_scores.shape, seq_relationship_score.shape)}
+        cache = {"bert": bert_cache, "cls": cls_cache, "loss": loss_cache,
+                 "shapes": (prediction_scores.shape, seq_relationship_score.shape),
+                 "gathered": None if gathered is None else (gathered, outputs.last_hidden_state.shape)}
         return output, cache
 
     def _backward(self, cache, loss=None, prediction_logits=None, seq_relationship_logits=None,
@@ -310,11 +311,11 @@ class BertForPreTraining(_BertHeadModel):
             dprediction += cross_entropy_backward(dloss, mlm_cache)
             dseq_relationship += cross_entropy_backward(dloss, nsp_cache)
         dsequence, dpooled, grads = self.cls.backward(dprediction, dseq_relationship, cache["cls"])
-        if cache["gathered"] is not None:        # scatter the (M, H) rows back; unmasked positions get 0
-            index, (B, T, H) = cache["gathered"]
-            full = np.zeros((B * T, H), dtype=dsequence.dtype)
-            full[index] = dsequence
-            dsequence = full.reshape(B, T, H)                                                      # (B, T, H)
+        if cache["gathered"] is not None:                  # scatter the M rows back to their (B, T) positions
+            gathered, shape = cache["gathered"]
+            full = np.zeros((shape[0] * shape[1], shape[2]), dtype=dsequence.dtype)
+            full[gathered] = dsequence[0]
+            dsequence = full.reshape(shape)                                                     # (B, T, H)
         grads, dinputs_embeds = self._bert_backward(cache["bert"], grads, hidden_states, attentions,
                                                     last_hidden_state=dsequence, pooler_output=dpooled)
         _sum_tied_decoder_gradient(grads)

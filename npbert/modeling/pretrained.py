@@ -12,6 +12,7 @@ and implements `forward(**inputs) -> (output, cache)` and
 `_backward(cache, **upstream) -> (grads, d_inputs_embeds)`.
 """
 import contextlib
+import inspect
 import os
 import threading
 import warnings
@@ -22,6 +23,7 @@ import numpy as np
 from npbert.config import BertConfig
 
 from .module import ModelState, Module
+from .torch_api import TorchModuleAPI
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -61,7 +63,7 @@ def _check_dtype(dtype):
     return dtype.type
 
 
-class BertPreTrainedModel(Module):
+class BertPreTrainedModel(TorchModuleAPI, Module):
     base_model_prefix = "bert"
     # Parameters under these prefixes may be missing from a checkpoint: they are then
     # initialised fresh with a warning (a task head, or the pooler), as transformers does.
@@ -216,10 +218,23 @@ class BertPreTrainedModel(Module):
         return self.state.training
 
     # ---- forward / backward ---------------------------------------------------------
-    def __call__(self, *args, **kwargs):
-        if args:
-            raise TypeError(f"{type(self).__name__} takes keyword arguments only "
-                            "(input_ids=..., attention_mask=..., ...)")
+    def __call__(self, *args, return_dict=None, **kwargs):
+        """forward(...) as transformers: positional arguments in forward's order (input_ids,
+        attention_mask, token_type_ids, ...); output_attentions / output_hidden_states default to
+        the config's; return_dict=False (here or in the config) gives the output as a tuple."""
+        names = list(inspect.signature(self.forward).parameters)
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes at most {len(names)} positional arguments "
+                            f"({', '.join(names)}), got {len(args)}")
+        for name, value in zip(names, args):
+            if name in kwargs:
+                raise TypeError(f"{type(self).__name__}() got multiple values for argument {name!r}")
+            kwargs[name] = value
+        for flag in ("output_attentions", "output_hidden_states"):
+            if flag in names and kwargs.get(flag) is None:
+                kwargs[flag] = bool(getattr(self.config, flag, False))
+        if return_dict is None:
+            return_dict = getattr(self.config, "return_dict", True)
         self._cache = None                  # free the last forward's activations before making new ones
         self.state.keep_caches = is_grad_enabled()
         try:
@@ -228,7 +243,7 @@ class BertPreTrainedModel(Module):
             keep, self.state.keep_caches = self.state.keep_caches, True
         self._cache = cache if keep else None
         self._forward_without_grad = not keep
-        return output
+        return output if return_dict else output.to_tuple()
 
     def backward(self, retain_graph=False, **upstream):
         """Gradients of the last forward call, keyed as transformers' `named_parameters()`.
@@ -258,6 +273,11 @@ class BertPreTrainedModel(Module):
                                "the forward's activations")
         # Bad upstream gradients are rejected before any layer's cache is released, so a
         # backward that raises leaves the forward usable.
+        accepted = [n for n in inspect.signature(self._backward).parameters if n != "cache"]
+        unknown = [k for k in upstream if k not in accepted]
+        if unknown:
+            raise TypeError(f"{type(self).__name__}.backward() got gradients for {unknown}, which are not outputs "
+                            f"it can differentiate; it takes: {', '.join(accepted)} (and retain_graph)")
         self.state.release_caches = not retain_graph
         try:
             grads, dembeds = self._backward(self._cache, **upstream)
@@ -273,8 +293,12 @@ class BertPreTrainedModel(Module):
                 for name, p in self.state.params.items() if name not in frozen}
 
     # ---- checkpoints ----------------------------------------------------------------
+    # config fields a from_pretrained keyword may set besides BertConfig's own (transformers' common ones)
+    _config_keywords = ("num_labels", "id2label", "label2id", "output_attentions", "output_hidden_states",
+                        "return_dict", "architectures")
+
     @classmethod
-    def from_pretrained(cls, path, dtype=np.float32, **config_overrides):
+    def from_pretrained(cls, path, dtype=np.float32, config=None, **config_overrides):
         """Load `path`: a directory holding a config and one weights file, or a weights file.
 
         Formats: model.safetensors, pytorch_model.bin, tf_model.h5, Google's bert_model.ckpt,
@@ -285,21 +309,46 @@ class BertPreTrainedModel(Module):
         from npbert import io
         from npbert.config import find_config_file
 
+        from npbert.config import _DEFAULTS
+
         weights_file = io.find_weights_file(path)
-        if io.detect_format(weights_file) == io.NPBERT_H5:
+        if config is not None:
+            if not isinstance(config, BertConfig):
+                raise TypeError(f"from_pretrained(config=...) takes a BertConfig, got {type(config).__name__}")
+            config_source = "the config given"
+            config = BertConfig.from_dict(config.to_dict(), **config_overrides)
+            saved = config.to_dict()
+        elif io.detect_format(weights_file) == io.NPBERT_H5:
             config_source = f"the config stored in {weights_file}"
-            config = BertConfig.from_dict(io.read_npbert_h5_config(weights_file), **config_overrides)
+            saved = io.read_npbert_h5_config(weights_file)
+            config = BertConfig.from_dict(saved, **config_overrides)
         else:
             config_source = find_config_file(weights_file)
             config = BertConfig.from_json_file(config_source, **config_overrides)
+            import json
+            with open(config_source, encoding="utf-8") as f:
+                saved = json.load(f)
+        unknown = [k for k in config_overrides
+                   if k not in _DEFAULTS and k not in cls._config_keywords and k not in saved]
+        if unknown:
+            raise TypeError(f"{cls.__name__}.from_pretrained() got keywords that are neither config fields nor "
+                            f"loader options: {unknown}; loader options: dtype, config; config fields: "
+                            f"{sorted(_DEFAULTS)[:6]}... (see BertConfig)")
+        model_type = saved.get("model_type") if isinstance(saved, dict) else None
+        if model_type not in (None, "bert"):
+            warnings.warn(f"{config_source} describes a {model_type!r} model; npbert builds a BERT "
+                          f"({cls.__name__}) from it, which may not compute what that model does", stacklevel=2)
         checkpoint = io.read_state_dict(weights_file)
         with _no_init():
             model = cls(config, dtype=dtype)
         expected = {name: p.shape for name, p in model.state.params.items()}
         result = io.match_state_dict(checkpoint, expected, base_model_prefix=cls.base_model_prefix)
         if result.mismatched:
-            lines = [f"  {k}: checkpoint {tuple(c)}, model {tuple(m)}" for k, c, m in result.mismatched]
-            raise ValueError(f"{weights_file}: shapes do not fit {cls.__name__} built from {config_source}"
+            lines = [f"  {k}: checkpoint {tuple(c)}, model {tuple(m)}" for k, c, m in result.mismatched[:5]]
+            if len(result.mismatched) > 5:
+                lines.append(f"  ... and {len(result.mismatched) - 5} more tensors")
+            raise ValueError(f"{weights_file}: {len(result.mismatched)} shapes do not fit {cls.__name__} built from "
+                             f"{config_source}"
                              f"{' with overrides ' + str(config_overrides) if config_overrides else ''}:\n"
                              + "\n".join(lines))
         fresh = [k for k in result.missing if k.startswith(cls._fresh_prefixes)]
@@ -324,6 +373,9 @@ class BertPreTrainedModel(Module):
         each atomically, loadable by transformers' `from_pretrained` (safetensors)."""
         from npbert import io
 
+        if os.path.exists(directory) and not os.path.isdir(directory):
+            raise ValueError(f"save_pretrained({directory!r}): that is a file; save_pretrained writes config.json "
+                             "and the weights into a directory")
         os.makedirs(directory, exist_ok=True)
         config = BertConfig.from_dict(self.config.to_dict(), architectures=[type(self).__name__])
         # One copy per parameter: a tied weight is saved under its own name only, as

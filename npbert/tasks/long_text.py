@@ -168,6 +168,8 @@ class BertForChunkedSequenceClassification(BertForSequenceClassification):
     inputs_embeds_grad is (B, C, T, H).
     """
 
+    _config_keywords = BertForSequenceClassification._config_keywords + ("chunk_pooling",)
+
     def __init__(self, config, seed=0, dtype=np.float32, chunk_pooling=None, **kwargs):
         chunk_pooling = chunk_pooling or getattr(config, "chunk_pooling", None) or "mean"
         if chunk_pooling not in CHUNK_POOLINGS:

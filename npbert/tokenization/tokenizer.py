@@ -92,17 +92,17 @@ class BatchEncoding(dict):
             raise AttributeError(key) from None
 
 
-def _as_int64(value):
+def _as_int64(value, key="input_ids"):
     """Lists (of lists) of ints -> np.int64 array, as transformers' "np" tensors.
 
-    A ragged batch (no padding) becomes a 1-D object array of int64 arrays,
-    which is what transformers gives too.
+    A ragged batch (sequences of different lengths, no padding) cannot be one array: an error
+    that says to pad, as transformers raises (a model would only fail later on dtype object).
     """
     if value and isinstance(value[0], (list, tuple)) and len({len(v) for v in value}) > 1:
-        ragged = np.empty(len(value), dtype=object)
-        for i, v in enumerate(value):
-            ragged[i] = np.asarray(v, dtype=np.int64)
-        return ragged
+        lengths = sorted({len(v) for v in value})
+        raise ValueError(f"Unable to create a NumPy array of {key!r}: the sequences have different lengths "
+                         f"({lengths[0]}..{lengths[-1]}). Pass padding=True (and truncation=True) to have "
+                         "batched arrays of one length.")
     return np.asarray(value, dtype=np.int64)
 
 
@@ -174,7 +174,9 @@ class BertTokenizer:
         for name in ("padding_side", "truncation_side"):
             if getattr(self, name) not in ("right", "left"):
                 raise ValueError(f"{name} should be 'right' or 'left', got {getattr(self, name)!r}")
-        self.model_input_names = list(kwargs.pop("model_input_names", ["input_ids", "attention_mask"]))
+        # token_type_ids by default, as transformers' BertTokenizer (4.x Python and the Rust one):
+        # a pair then marks segment B without being asked
+        self.model_input_names = list(kwargs.pop("model_input_names", ["input_ids", "token_type_ids", "attention_mask"]))
         self.clean_up_tokenization_spaces = kwargs.pop("clean_up_tokenization_spaces", True)
         self.pad_token_type_id = 0
         if kwargs:
@@ -786,7 +788,7 @@ class BertTokenizer:
     def _to_batch_encoding(self, encoded, return_tensors, batch_axis):
         if return_tensors == "np":
             encoded = {
-                key: _as_int64([value] if batch_axis else value) for key, value in encoded.items()
+                key: _as_int64([value] if batch_axis else value, key) for key, value in encoded.items()
             }
         return BatchEncoding(encoded)
 

@@ -1,10 +1,9 @@
-"""Benchmark: create_training_instances, npbert (npbert's BertTokenizer) vs Google's script with
-its FullTokenizer (bert-tensorflow 1.0.4 through tests/google_reference.py), on the bundled
-Shakespeare as documents, the same arguments and seed (the instances are equal: see
-tests/data/test_pretraining_parity.py).  Target: >= 2x.  Alternating rounds in one process; the
-ratio printed is the median of per-round ratios.
+"""Benchmark: create_training_instances, npbert vs google-research/bert's script (bert-tensorflow
+1.0.4 through tests/google_reference.py, its own FullTokenizer), on the same Shakespeare
+documents, vocabulary, arguments and seed; alternating rounds in one process.  Also checks the
+two produce the same instances.
 
-    python tests/bench/bench_pretraining_data.py [--rounds 3] [--kb 300]
+    python tests/bench/bench_pretraining_data.py [--speeches 2000] [--rounds 3]
 """
 import argparse
 import os
@@ -14,45 +13,43 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.join(HERE, ".."), os.path.join(HERE, "..", "..")]      # tests/ and the repository
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--speeches", type=int, default=2000)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--kb", type=int, default=300, help="about how many kilobytes of the 1.1 MB Shakespeare to use")
     args = p.parse_args()
     import google_reference
-    from npbert.data import pretraining, shakespeare
-    from npbert.data.vocab import build_vocab
-    from npbert.tokenization import BertTokenizer
+
+    import npbert
+    from npbert.data import build_vocab, create_training_instances, shakespeare
+    cpd = google_reference.load("create_pretraining_data")
+    tokenization = google_reference.load("tokenization")
     d = tempfile.mkdtemp()
-    speeches = shakespeare.read_speeches()
-    docs = shakespeare.documents(speeches[:int(len(speeches) * args.kb / 1100)], 8)
-    text_file = os.path.join(d, "docs.txt")
-    shakespeare.write_documents(docs, text_file)
+    text = os.path.join(d, "train.txt")
+    shakespeare.write_documents(shakespeare.documents(shakespeare.read_speeches()[:args.speeches]), text)
     vocab = os.path.join(d, "vocab.txt")
-    build_vocab([text_file], 2000, output_file=vocab)
-    cpd, tokenization = google_reference.load("create_pretraining_data"), google_reference.load("tokenization")
-    settings = (128, 2, 0.1, 0.15, 20)
-    runners = {
-        "npbert": lambda: pretraining.create_training_instances([text_file], BertTokenizer(vocab), *settings,
-                                                                random.Random(1)),
-        "google": lambda: cpd.create_training_instances([text_file], tokenization.FullTokenizer(vocab, True),
-                                                        *settings, random.Random(1)),
-    }
-    times = {k: [] for k in runners}
+    build_vocab([text], 3000, vocab)
+    kw = dict(max_seq_length=128, dupe_factor=2, short_seq_prob=0.1, masked_lm_prob=0.15, max_predictions_per_seq=20)
+    ours_tok = npbert.BertTokenizer(vocab)
+    google_tok = tokenization.FullTokenizer(vocab_file=vocab, do_lower_case=True)
+    ours, theirs = [], []
     for _ in range(args.rounds):
-        for k, run in runners.items():
-            t0 = time.perf_counter()
-            n = len(run())
-            times[k].append(time.perf_counter() - t0)
-    print(f"{len(docs)} documents, {n} instances, {args.rounds} alternating rounds")
-    for k in runners:
-        print(f"  {k:7s} median {statistics.median(times[k]):6.2f} s")
-    r = [g / o for o, g in zip(times["npbert"], times["google"])]
-    print(f"  google / npbert {statistics.median(r):.2f}x (rounds {min(r):.2f}..{max(r):.2f})")
+        t0 = time.perf_counter()
+        a = create_training_instances([text], ours_tok, rng=random.Random(1), **kw)
+        ours.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        b = cpd.create_training_instances([text], google_tok, rng=random.Random(1), **kw)
+        theirs.append(time.perf_counter() - t0)
+    same = len(a) == len(b) and all(x.tokens == y.tokens and x.masked_lm_positions == y.masked_lm_positions
+                                    for x, y in zip(a, b))
+    speedup = [b_ / a_ for a_, b_ in zip(ours, theirs)]
+    print(f"{len(a)} instances from {args.speeches} speeches ({os.path.getsize(text) / 1e6:.2f} MB), "
+          f"identical to Google's: {same}")
+    print(f"  npbert median {statistics.median(ours):.2f} s   Google median {statistics.median(theirs):.2f} s")
+    print(f"  npbert is {statistics.median(speedup):.2f}x as fast (rounds {min(speedup):.2f}..{max(speedup):.2f})")
 
 
 if __name__ == "__main__":

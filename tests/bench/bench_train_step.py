@@ -35,6 +35,9 @@ STEPS = {
 }
 
 
+GATHER = [True]
+
+
 def batch(spec, pretraining, seed=0):
     import numpy as np
     rng = np.random.default_rng(seed)
@@ -68,6 +71,7 @@ def npbert_runner(spec, pretraining):
     cls = npbert.BertForPreTraining if pretraining else npbert.BertForSequenceClassification
     extra = {} if pretraining else {"num_labels": 2}
     model = cls(npbert.BertConfig(**config_kwargs(spec), **extra), dtype=np.float32).train()
+    model.config.gather_masked_lm = GATHER[0]            # (pretrain) the MLM head at the masked positions only
     opt = optim.AdamW(optim.optimizer_grouped_parameters(model, weight_decay=0.01), lr=1e-4)
     sched = optim.get_linear_schedule_with_warmup(opt, 10, 1000)
     data = batch(spec, pretraining)
@@ -125,13 +129,14 @@ def gemm_floor_runner(spec, pretraining):
             acts.append((x, qkv, a, m))
             x = y
         dy = x
-        if pretraining:                                      # MLM transform + decoder over all tokens
-            t = x @ w_t.T
+        if pretraining:                                      # MLM transform + decoder (at the ~15 % masked rows
+            rows = x[: max(1, int(0.15 * n))] if GATHER[0] else x    # with npbert's gather, else every row)
+            t = rows @ w_t.T
             logits = t @ w_dec.T                             # (n, V)
             _ = logits.T @ t                                 # d decoder weight
             dt = logits @ w_dec                              # d transform output
-            _ = dt.T @ x
-            dy = dt @ w_t
+            _ = dt.T @ rows
+            _ = dt @ w_t
         for (x, qkv, a, m), (w_qkv, w_o, w_1, w_2) in zip(reversed(acts), reversed(layers)):
             _ = dy.T @ m
             dm = dy @ w_2
@@ -150,7 +155,9 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--vocab", type=int, default=STEPS["pretrain"]["vocab"], help="vocabulary of the pretrain step")
     p.add_argument("--impls", default="npbert,torch,gemm-floor")
+    p.add_argument("--no-gather", action="store_true", help="npbert's MLM head over every position, as transformers")
     args = p.parse_args()
+    GATHER[0] = not args.no_gather
     STEPS["pretrain"]["vocab"] = args.vocab
     makers = {"npbert": npbert_runner, "torch": torch_runner, "gemm-floor": gemm_floor_runner}
     impls = args.impls.split(",")

@@ -136,3 +136,31 @@ def test_load_state_dict_copies_into_the_existing_arrays():
     model.load_state_dict(other.state_dict())
     for n, p in model.named_parameters():
         assert p is arrays[n] and np.array_equal(p, other.state.params[n])
+
+
+def test_gather_masked_lm_equals_the_full_computation():
+    """config.gather_masked_lm (Google's gather_indexes): the MLM head only at the labelled
+    positions.  The loss and every gradient equal the full (B, T, V) computation's in float64
+    (the same sums in another order: 1e-12 relative); in eval mode the logits stay (B, T, V)."""
+    config = tiny_config()
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 29, (3, 7))
+    labels = np.full((3, 7), -100)
+    labels[0, 2], labels[1, 5], labels[2, 1], labels[2, 6] = 4, 9, 11, 2
+    batch = dict(input_ids=ids, labels=labels, next_sentence_label=np.array([0, 1, 1]))
+    results = []
+    for gather in (False, True):
+        model = randomize(npbert.BertForPreTraining(config, dtype=np.float64))
+        model.config.gather_masked_lm = gather
+        model.train()
+        model.state.rng = np.random.default_rng(5)           # the same dropout masks in both runs
+        out = model(**batch)
+        results.append((float(out.loss), model.backward(), out.prediction_logits.shape))
+    (loss_a, grads_a, shape_a), (loss_b, grads_b, shape_b) = results
+    assert shape_a == (3, 7, 29) and shape_b == (1, 4, 29)
+    assert abs(loss_a - loss_b) <= 1e-12 * abs(loss_a)
+    for name in grads_a:
+        scale = max(np.max(np.abs(grads_a[name])), 1e-300)
+        assert np.max(np.abs(grads_a[name] - grads_b[name])) <= 1e-12 * scale, name
+    model.eval()
+    assert model(**batch).prediction_logits.shape == (3, 7, 29)
