@@ -17,16 +17,8 @@ def config_for_size(size, vocab_size, max_position_embeddings=512, **overrides):
 
 def preprocess_logits_for_metrics(logits, labels):
     """Keep the argmaxes only: (prediction_logits (N, T, V), seq_relationship_logits (N, 2)) ->
-    ((N, T), (N,)), so that evaluation does not hold N x T x V logits.  With
-    BertForPreTraining.gather_masked_lm, prediction_logits holds (M, V) rows, those of the
-    positions whose label is not -100 in row-major order: their argmaxes go back to those
-    positions, -100 elsewhere."""
+    ((N, T), (N,)), so that evaluation does not hold N x T x V logits."""
     mlm, nsp = logits
-    if mlm.ndim == 2:
-        labels = np.asarray(labels)
-        pred = np.full(labels.shape, -100, dtype=np.int64)                        # (N, T)
-        pred[labels != -100] = mlm.argmax(-1)
-        return pred, nsp.argmax(-1)
     return mlm.argmax(-1), nsp.argmax(-1)
 
 
