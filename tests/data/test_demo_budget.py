@@ -20,3 +20,16 @@ def test_steps_within_scales_with_the_budget():
     many = steps_within(cfg, train, 4, 1e4, minimum=30)
     # a step of this model takes well under 1 s, so 1e4 s hold far more than 1e4 steps / 1.15
     assert many > 10_000
+
+
+def test_timed_dataset_stops_after_its_deadline():
+    import time
+
+    import pytest
+
+    from npbert.cli.demo import _OutOfTime, _Timed
+    data = _Timed([{"input_ids": np.arange(3)}] * 5)
+    assert len(data) == 5 and data[4]["input_ids"].tolist() == [0, 1, 2]     # no deadline: a plain view
+    data.deadline = time.perf_counter() - 1.0
+    with pytest.raises(_OutOfTime):
+        data[0]
