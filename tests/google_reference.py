@@ -3,7 +3,8 @@
 `create_pretraining_data.py`, `run_squad.py` and `tokenization.py` import
 `tensorflow.compat.v1` at the top, but the data functions the tests compare against only touch
 `tf.flags`, `tf.gfile.GFile` and `tf.logging`.  `load(name)` puts a small stand-in for those in
-`sys.modules` (only when TensorFlow itself is not installed), imports `bert.<name>` and marks
+`sys.modules` (only when TensorFlow itself is not installed) while it imports `bert.<name>`, takes
+it out again, and marks
 absl's flags as parsed, so that e.g. `tokenization.FullTokenizer` can read
 `FLAGS.preserve_unused_tokens`.  Anything else of `tf` is an object that raises if it is used:
 a test that strays into the model code fails loudly instead of running a fake.
@@ -61,6 +62,16 @@ def _gfile_open(path, mode="r"):
     return io.open(path, mode, encoding="utf-8")
 
 
+def _unavailable_attributes(prefix):
+    """A module __getattr__: any public name is an _Unavailable; a dunder (__file__, __spec__, ...)
+    is missing, as on a real module, so tools that scan sys.modules (hypothesis) are not misled."""
+    def __getattr__(name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Unavailable(f"{prefix}.{name}")
+    return __getattr__
+
+
 def _install_stand_in():
     try:
         import tensorflow.compat.v1  # noqa: F401  (the real thing: use it)
@@ -77,21 +88,25 @@ def _install_stand_in():
                                        set_verbosity=lambda *a: None, INFO=py_logging.INFO)
     train = types.ModuleType("tensorflow.compat.v1.train")   # optimization.py subclasses tf.train.Optimizer
     train.Optimizer = object
-    train.__getattr__ = lambda name: _Unavailable(f"tf.train.{name}")
+    train.__getattr__ = _unavailable_attributes("tf.train")
     v1.train = train
-    v1.__getattr__ = lambda name: _Unavailable(f"tf.{name}")
+    v1.__getattr__ = _unavailable_attributes("tf")
     compat = types.ModuleType("tensorflow.compat")
     compat.v1 = v1
     contrib = types.ModuleType("tensorflow.contrib")      # run_squad -> modeling imports contrib.layers
-    contrib.__getattr__ = lambda name: _Unavailable(f"tf.contrib.{name}")
+    contrib.__getattr__ = _unavailable_attributes("tf.contrib")
     tf = types.ModuleType("tensorflow")
     tf.__path__ = []                                      # a package, so `tensorflow.compat` resolves
     tf.compat, tf.contrib = compat, contrib
-    tf.__getattr__ = lambda name: _Unavailable(f"tf.{name}")
+    tf.__getattr__ = _unavailable_attributes("tf")
     compat.__path__ = []
+    installed = []
     for name, module in (("tensorflow", tf), ("tensorflow.compat", compat), ("tensorflow.compat.v1", v1),
                          ("tensorflow.contrib", contrib)):
-        sys.modules.setdefault(name, module)
+        if name not in sys.modules:
+            sys.modules[name] = module
+            installed.append(name)
+    return installed
 
 
 def load(name):
@@ -101,8 +116,14 @@ def load(name):
     pytest.importorskip("six")
     if importlib.util.find_spec("bert") is None or importlib.util.find_spec("bert.tokenization") is None:
         pytest.skip("bert-tensorflow==1.0.4 is not installed (pip install --no-deps bert-tensorflow==1.0.4)")
-    _install_stand_in()
-    module = importlib.import_module(f"bert.{name}")
+    installed = _install_stand_in() or []
+    try:
+        module = importlib.import_module(f"bert.{name}")
+    finally:
+        # Google's modules keep their own reference to the stand-in; out of sys.modules it cannot
+        # make other libraries (torch._dynamo, hypothesis) believe TensorFlow is installed.
+        for mod in installed:
+            sys.modules.pop(mod, None)
     from absl import flags as absl_flags
     if not absl_flags.FLAGS.is_parsed():
         absl_flags.FLAGS.mark_as_parsed()

@@ -273,8 +273,10 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
                                "the forward's activations")
         # Bad upstream gradients are rejected before any layer's cache is released, so a
         # backward that raises leaves the forward usable.
-        accepted = [n for n in inspect.signature(self._backward).parameters if n != "cache"]
-        unknown = [k for k in upstream if k not in accepted]
+        params = inspect.signature(self._backward).parameters
+        accepted = [n for n, p in params.items() if n != "cache" and p.kind != p.VAR_KEYWORD]
+        takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())     # a subclass passing them on
+        unknown = [] if takes_any else [k for k in upstream if k not in accepted]
         if unknown:
             raise TypeError(f"{type(self).__name__}.backward() got gradients for {unknown}, which are not outputs "
                             f"it can differentiate; it takes: {', '.join(accepted)} (and retain_graph)")
