@@ -23,7 +23,11 @@ def add_parser(commands):
     p = commands.add_parser("demo", help="pre-train a tiny BERT on Shakespeare in about a minute and show what it learned",
                             description=__doc__.split("\n\n")[0])
     p.add_argument("--output_dir", default="npbert-demo", help="where the model, data and pictures go (default ./npbert-demo)")
-    p.add_argument("--max_steps", type=positive_int, default=360, help="optimizer steps (default 360)")
+    p.add_argument("--max_steps", type=positive_int, default=360,
+                   help="optimizer steps (default 360; fewer when they would not fit in --train_seconds)")
+    p.add_argument("--train_seconds", type=float, default=150.0,
+                   help="time budget of the training (default 150): on a slow or busy machine max_steps is "
+                        "lowered to fit it, from 3 timed steps; 0 for no limit")
     p.add_argument("--vocab_size", type=positive_int, default=2000)
     p.add_argument("--max_seq_length", type=positive_int, default=64)
     p.add_argument("--batch_size", type=positive_int, default=32)
@@ -102,6 +106,45 @@ def attention_picture(model, tokenizer, text, path):
     return path
 
 
+class _OutOfTime(Exception):
+    """The demo's training budget is used up (raised by _Timed, caught by demo)."""
+
+
+class _Timed:
+    """The training examples, unavailable after `deadline` (time.perf_counter()): the Trainer's
+    next batch raises _OutOfTime, which ends the demo's training where it stands."""
+
+    def __init__(self, dataset, deadline=None):
+        self.dataset, self.deadline = dataset, deadline
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, i):
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise _OutOfTime()
+        return self.dataset[i]
+
+
+def steps_within(config, train, batch_size, seconds, minimum=30):
+    """How many training steps fit in `seconds`: 3 forward+backward passes of one batch timed on
+    a scratch model of the same config (the real one's dropout stream is left alone), the
+    median taken, plus 15 % for the optimizer, the batching and the evaluations.  The load of a
+    shared machine changes: the demo also stops training at 1.1 x the budget (_Timed)."""
+    import npbert
+    from npbert.training import default_data_collator
+    scratch = npbert.BertForPreTraining(config, seed=1)          # in training mode, as the steps to come
+    scratch.config.gather_masked_lm = True                         # as the demo's model
+    batch = default_data_collator([train[i] for i in range(min(batch_size, len(train)))])
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        scratch(**batch)
+        scratch.backward()
+        times.append(time.perf_counter() - t)
+    return max(minimum, int(seconds / (1.15 * sorted(times)[1])))
+
+
 def run(args):
     demo(args)
     return 0
@@ -171,6 +214,13 @@ def demo(args):
     _show_fill(model, tokenizer, fill_lines, "fill-mask before training:")
 
     # 4. pre-training
+    budget = getattr(args, "train_seconds", 0) or 0
+    if budget > 0:
+        steps = steps_within(config, train, args.batch_size, budget)
+        if steps < args.max_steps:
+            say(f"\n   (this machine is slow or busy now: {steps} steps instead of {args.max_steps}, to stay within "
+                f"--train_seconds {budget:g})")
+            args.max_steps = steps
     say(f"\n4. pre-training: {args.max_steps} steps of {args.batch_size} sequences, AdamW lr {args.learning_rate:g}, "
         "linear warmup and decay")
     targs = TrainingArguments(os.path.join(out, "run"), max_steps=args.max_steps,
@@ -178,14 +228,22 @@ def demo(args):
                               learning_rate=args.learning_rate, weight_decay=0.01, warmup_ratio=0.06,
                               logging_steps=max(1, args.max_steps // 12), eval_strategy="steps",
                               eval_steps=max(1, args.max_steps // 4), save_strategy="no", seed=args.seed)
-    trainer = Trainer(model, targs, train_dataset=train, eval_dataset=held, data_collator=default_data_collator,
-                      compute_metrics=compute_pretraining_metrics,
+    trainer = Trainer(model, targs, train_dataset=_Timed(train), eval_dataset=held,
+                      data_collator=default_data_collator, compute_metrics=compute_pretraining_metrics,
                       preprocess_logits_for_metrics=preprocess_logits_for_metrics, processing_class=tokenizer)
     t = time.perf_counter()
+    trainer.train_dataset.deadline = t + budget * 1.1 if budget > 0 else None
     try:
         trainer.train()
     except FloatingPointError as e:
         raise CliError(str(e)) from None
+    except _OutOfTime:                 # the load grew after the estimate: stop here, keep what was learned
+        trainer.progress.close()
+        args.max_steps = trainer.state.global_step
+        say(f"   (stopped at step {args.max_steps}: --train_seconds {budget:g} used up)")
+        from npbert.training import plot_training_curves
+        if have_matplotlib():
+            plot_training_curves(trainer.state.log_history, os.path.join(targs.output_dir, "training_curves.png"))
     train_time = time.perf_counter() - t
 
     # 5. after
