@@ -185,6 +185,8 @@ class BertForChunkedSequenceClassification(BertForSequenceClassification):
         flatten = _flatten_chunks
         input_ids, ids_shape = flatten("input_ids", input_ids, 3)
         inputs_embeds, embeds_shape = flatten("inputs_embeds", inputs_embeds, 4)
+        if ids_shape is None and embeds_shape is None:
+            raise ValueError(f"{type(self).__name__}: give input_ids (B, C, T) or inputs_embeds (B, C, T, H)")
         B, C = (ids_shape or embeds_shape)[:2]
         flat = {}
         for name, value in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids),

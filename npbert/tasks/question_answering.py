@@ -80,10 +80,13 @@ def _labelled_eval_dataset(path, features, tokenizer, options, version_2):
         labelled_examples = read_squad_examples(path, is_training=True, version_2_with_negative=version_2)
         labelled = convert_examples_to_features(labelled_examples, tokenizer, is_training=True, **options)
     except ValueError as e:
-        logger.info("%s: no eval_loss: the file does not give every question a usable answer (%s)", path, e)
+        logger.warning("%s: the validation windows get no labels, so no eval_loss (and the Trainer, which "
+                       "scores only labelled data, no eval metrics): the file does not give every question a "
+                       "usable answer (%s)", path, e)
         return features_to_dataset(features, with_labels=False)
     if [f.unique_id for f in labelled] != [f.unique_id for f in features]:
-        logger.info("%s: no eval_loss: some answers could not be mapped to words", path)
+        logger.warning("%s: the validation windows get no labels (no eval_loss, no eval metrics from the "
+                       "Trainer): some answers could not be mapped to words", path)
         return features_to_dataset(features, with_labels=False)
     return features_to_dataset(labelled, with_labels=True)
 

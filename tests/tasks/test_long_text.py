@@ -140,6 +140,8 @@ def test_one_chunk_is_sequence_classification_and_saves_for_transformers(tmp_pat
 
 def test_bad_chunk_inputs():
     model = BertForChunkedSequenceClassification(tiny_config(), dtype=np.float64)
+    with pytest.raises(ValueError, match="give input_ids"):
+        model(attention_mask=np.ones((2, 3, 5)))
     with pytest.raises(ValueError, match="input_ids must be 3-D"):
         model(input_ids=np.ones((2, 5), dtype=np.int64))
     with pytest.raises(ValueError, match="chunk_mask has shape"):
