@@ -9,11 +9,14 @@ For a parameter p with gradient g, at step t = 1, 2, ...:
     p <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 
 Every array is updated in place in the parameter's dtype.  The temporaries live in one
-preallocated scratch buffer (two for Adam with weight decay), so a step allocates nothing.
+preallocated scratch buffer (two for Adam with weight decay), so a step allocates nothing; a
+large parameter is updated in pieces on npbert's threads (elementwise, so the result is the same).
 """
 import math
 
 import numpy as np
+
+from npbert.ops.parallel import parallel_for
 
 from .optimizer import Optimizer
 
@@ -47,32 +50,45 @@ class Adam(Optimizer):
             state["exp_avg_sq"] = np.zeros_like(p)               # v
         state["step"] += 1
         t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
+        c = dict(lr=lr, eps=eps, wd=wd, beta1=beta1, beta2=beta2, decoupled=self._decoupled,
+                 step_size=lr / (1 - beta1 ** t), bias_correction2_sqrt=math.sqrt(1 - beta2 ** t))
         tmp = self._scratch_like(p)
+        g2 = self._scratch_like(p, 1) if wd != 0 and not self._decoupled else None
+        arrays = [p, g, m, v, tmp] + ([g2] if g2 is not None else [])
+        if p.size >= _PARALLEL_MIN and all(a.flags.c_contiguous for a in arrays):
+            flat = [a.reshape(-1) for a in arrays]        # views: every piece is written in place
+            parallel_for(lambda lo, hi: _adam_kernel(*(a[lo:hi] for a in flat[:5]),
+                                                     flat[5][lo:hi] if g2 is not None else None, c), p.size)
+        else:
+            _adam_kernel(p, g, m, v, tmp, g2, c)
 
-        if wd != 0:
-            if self._decoupled:
-                p *= 1 - lr * wd                                  # AdamW: p <- p (1 - lr wd)
-            else:
-                g_decayed = np.multiply(p, wd, out=self._scratch_like(p, 1))
-                g_decayed += g                                    # Adam: g <- g + wd p
-                g = g_decayed
-        np.subtract(g, m, out=tmp)
-        tmp *= 1 - beta1
-        m += tmp                                                  # m <- m + (1 - beta1)(g - m)
-        np.multiply(g, g, out=tmp)
-        tmp *= 1 - beta2
-        v *= beta2
-        v += tmp                                                  # v <- beta2 v + (1 - beta2) g^2
 
-        bias_correction1 = 1 - beta1 ** t
-        bias_correction2_sqrt = math.sqrt(1 - beta2 ** t)
-        step_size = lr / bias_correction1
-        np.sqrt(v, out=tmp)
-        tmp /= bias_correction2_sqrt
-        tmp += eps                                                # denom = sqrt(v) / sqrt(1 - beta2^t) + eps
-        np.divide(m, tmp, out=tmp)
-        tmp *= step_size
-        p -= tmp                                                  # p <- p - step_size * m / denom
+_PARALLEL_MIN = 1 << 16          # elements: smaller parameters are updated in the calling thread
+
+
+def _adam_kernel(p, g, m, v, tmp, g2, c):
+    """One Adam(W) update of p (and m, v) in place, elementwise, so it may run on pieces of
+    the arrays in parallel threads (NumPy releases the GIL): the result is the same."""
+    if c["wd"] != 0:
+        if c["decoupled"]:
+            p *= 1 - c["lr"] * c["wd"]                        # AdamW: p <- p (1 - lr wd)
+        else:
+            np.multiply(p, c["wd"], out=g2)
+            g2 += g                                           # Adam: g <- g + wd p
+            g = g2
+    np.subtract(g, m, out=tmp)
+    tmp *= 1 - c["beta1"]
+    m += tmp                                                  # m <- m + (1 - beta1)(g - m)
+    np.multiply(g, g, out=tmp)
+    tmp *= 1 - c["beta2"]
+    v *= c["beta2"]
+    v += tmp                                                  # v <- beta2 v + (1 - beta2) g^2
+    np.sqrt(v, out=tmp)
+    tmp /= c["bias_correction2_sqrt"]
+    tmp += c["eps"]                                           # denom = sqrt(v) / sqrt(1 - beta2^t) + eps
+    np.divide(m, tmp, out=tmp)
+    tmp *= c["step_size"]
+    p -= tmp                                                  # p <- p - lr / (1 - beta1^t) * m / denom
 
 
 class AdamW(Adam):

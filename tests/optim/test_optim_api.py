@@ -173,3 +173,25 @@ def test_step_allocates_no_array_of_parameter_size():
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < 500 * 500 * 8 / 4, peak
+
+
+def test_threaded_update_equals_the_single_thread_one():
+    """A large parameter is updated in pieces on npbert's threads: the bytes are those of the
+    update in one piece (elementwise work, split on fixed boundaries)."""
+    from npbert.ops.parallel import get_num_threads, set_num_threads
+    rng = np.random.default_rng(2)
+    start, grads = rng.normal(size=(300, 700)).astype(np.float32), rng.normal(size=(300, 700)).astype(np.float32)
+    results = []
+    before = get_num_threads()
+    try:
+        for threads in (1, 3):
+            set_num_threads(threads)
+            for cls in (optim.AdamW, optim.Adam):
+                p = start.copy()
+                opt = cls([("w", p)], lr=1e-2, weight_decay=0.1)
+                for _ in range(3):
+                    opt.step({"w": grads})
+                results.append(p.tobytes())
+    finally:
+        set_num_threads(before)
+    assert results[0] == results[2] and results[1] == results[3] and results[0] != results[1]
