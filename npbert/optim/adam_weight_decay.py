@@ -19,6 +19,25 @@ import numpy as np
 from .optimizer import Optimizer
 
 
+def uncorrected_adam_update(g, m, v, beta1, beta2, eps, out):
+    """The moments of Google's optimizer and BertAdam, updated in place (no bias correction),
+    and the update they give, written to `out`:
+
+        m <- beta1 m + (1 - beta1) g;  v <- beta2 v + (1 - beta2) g^2;  out = m / (sqrt(v) + eps)
+    """
+    m *= beta1
+    np.multiply(g, 1 - beta1, out=out)
+    m += out
+    v *= beta2
+    np.multiply(g, g, out=out)
+    out *= 1 - beta2
+    v += out
+    np.sqrt(v, out=out)
+    out += eps
+    np.divide(m, out, out=out)
+    return out
+
+
 class AdamWeightDecay(Optimizer):
     def __init__(self, params, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.999), eps=1e-6,
                  exclude_from_weight_decay=("LayerNorm", "layer_norm", "bias")):
@@ -45,18 +64,7 @@ class AdamWeightDecay(Optimizer):
         if not state:
             state["m"] = np.zeros_like(p)
             state["v"] = np.zeros_like(p)
-        m, v = state["m"], state["v"]
-        tmp = self._scratch_like(p)
-        m *= beta1
-        np.multiply(g, 1 - beta1, out=tmp)
-        m += tmp                                          # m <- beta1 m + (1 - beta1) g
-        v *= beta2
-        np.multiply(g, g, out=tmp)
-        tmp *= 1 - beta2
-        v += tmp                                          # v <- beta2 v + (1 - beta2) g^2
-        np.sqrt(v, out=tmp)
-        tmp += group["eps"]
-        np.divide(m, tmp, out=tmp)                        # update = m / (sqrt(v) + eps)
+        tmp = uncorrected_adam_update(g, state["m"], state["v"], beta1, beta2, group["eps"], self._scratch_like(p))
         if self._do_use_weight_decay(name, group):
             tmp += group["weight_decay"] * p              # update += wd * p
         tmp *= group["lr"]

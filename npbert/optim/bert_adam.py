@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from .adam_weight_decay import uncorrected_adam_update
 from .optimizer import Optimizer
 
 
@@ -117,23 +118,13 @@ class BertAdam(Optimizer):
             state["step"] = 0
             state["next_m"] = np.zeros_like(p)
             state["next_v"] = np.zeros_like(p)
-        m, v = state["next_m"], state["next_v"]
-        b1, b2 = group["b1"], group["b2"]
         if group["max_grad_norm"] > 0:                       # per-parameter clipping, into a copy
             norm = float(np.sqrt(np.vdot(g, g)))
             coef = min(group["max_grad_norm"] / (norm + 1e-6), 1.0)
             g = np.multiply(g, coef, out=self._scratch_like(p, 1))
-        tmp = self._scratch_like(p)
-        m *= b1
-        np.multiply(g, 1 - b1, out=tmp)
-        m += tmp                                             # m <- b1 m + (1 - b1) g
-        v *= b2
-        np.multiply(g, g, out=tmp)
-        tmp *= 1 - b2
-        v += tmp                                             # v <- b2 v + (1 - b2) g^2
-        np.sqrt(v, out=tmp)
-        tmp += group["e"]
-        np.divide(m, tmp, out=tmp)                           # update = m / (sqrt(v) + e)
+        # m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2;  update = m / (sqrt(v) + e)
+        tmp = uncorrected_adam_update(g, state["next_m"], state["next_v"], group["b1"], group["b2"], group["e"],
+                                      self._scratch_like(p))
         if group["weight_decay"] > 0.0:
             tmp += group["weight_decay"] * p
         tmp *= group["lr"] * self.schedule.get_lr(state["step"])
