@@ -23,8 +23,8 @@ def add_parser(commands):
     p = commands.add_parser("demo", help="pre-train a tiny BERT on Shakespeare in about a minute and show what it learned",
                             description=__doc__.split("\n\n")[0])
     p.add_argument("--output_dir", default="npbert-demo", help="where the model, data and pictures go (default ./npbert-demo)")
-    p.add_argument("--max_steps", type=positive_int, default=360,
-                   help="optimizer steps (default 360; fewer when they would not fit in --train_seconds)")
+    p.add_argument("--max_steps", type=positive_int, default=480,
+                   help="optimizer steps (default 480; fewer when they would not fit in --train_seconds)")
     p.add_argument("--train_seconds", type=float, default=150.0,
                    help="time budget of the training (default 150): on a slow or busy machine max_steps is "
                         "lowered to fit it, from 3 timed steps; 0 for no limit")
