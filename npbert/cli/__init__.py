@@ -21,6 +21,8 @@ COMMANDS = [
     "pretrain",
     "fill_mask",
     "finetune",
+    "attention",
+    "embed",
 ]
 
 

@@ -74,36 +74,13 @@ def _show_fill(model, tokenizer, lines, title):
 
 def attention_picture(model, tokenizer, text, path):
     """A layers x heads grid of the attention probabilities of `text`; None without matplotlib."""
-    from npbert.training.plots import have_matplotlib
-    if not have_matplotlib():
-        return None
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     import npbert
-    from npbert.io._atomic import atomic_path
+    from npbert.training.plots import plot_attention
     enc = tokenizer(text, return_tensors="np")
     with npbert.no_grad():
-        out = model.bert(input_ids=enc["input_ids"], output_attentions=True) if hasattr(model, "bert") else None
+        out = model.bert(input_ids=enc["input_ids"], output_attentions=True)
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist())
-    L, N = len(out.attentions), out.attentions[0].shape[1]
-    fig, axes = plt.subplots(L, N, figsize=(3.2 * N + 1, 3.2 * L), squeeze=False)
-    for layer in range(L):
-        for head in range(N):
-            ax = axes[layer][head]
-            ax.imshow(out.attentions[layer][0, head], cmap="viridis", vmin=0.0, vmax=1.0)
-            ax.set_title(f"layer {layer} head {head}", fontsize=9)
-            ax.set_xticks(range(len(tokens)))
-            ax.set_yticks(range(len(tokens)))
-            ax.set_xticklabels(tokens, rotation=90, fontsize=6)
-            ax.set_yticklabels(tokens, fontsize=6)
-    fig.suptitle(f"attention probabilities (row: query token, column: key token)\n{text}", fontsize=10)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=90)
-    plt.close(fig)
-    return path
+    return plot_attention(out.attentions, tokens, path, title=text)
 
 
 class _OutOfTime(Exception):
