@@ -5,11 +5,10 @@
 """
 import numpy as np
 
+from npbert.ops.attention import attention_backward, attention_forward
 from npbert.ops.dropout import dropout_backward, dropout_forward
 from npbert.ops.layer_norm import layer_norm_backward, layer_norm_forward
 from npbert.ops.linear import linear_forward, linear_input_grad, linear_param_grads
-from npbert.ops.parallel import over_batch
-from npbert.ops.softmax import softmax_backward, softmax_forward
 
 from .module import Module
 
@@ -49,9 +48,8 @@ class BertSelfAttention(Module):
         (0 where attended, finfo.min where masked) or None; head_mask: (N,) or None.
         Returns (context (B, F, H), probs (B, N, F, T), cache).
 
-        The per-head products run batch row by batch row with one BLAS thread each, and the
-        scaling, masking and softmax between them on npbert's threads (`over_batch`): the same
-        numbers as one batched matmul, faster than BLAS's own threads on such small GEMMs."""
+        Between the projections runs npbert.ops.attention (npbert.functional.attention_forward):
+        softmax(Q K^T / sqrt(D) + mask), dropout, head mask, times V."""
         cache = {}
         # Q, K and V are three nn.Linear layers (query, key, value); they read the same x, so
         # they run as one GEMM with the three weights stacked: [Wq; Wk; Wv] is (3H, H).
@@ -62,31 +60,11 @@ class BertSelfAttention(Module):
         q, k, v = qkv[..., :H], qkv[..., H:2 * H], qkv[..., 2 * H:]              # (B, T, H) views
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)   # (B, N, T, D) each
         B, N, T, D = q.shape
-        scale = q.dtype.type(self.scaling)
-
-        scores = np.empty((B, N, T, T), dtype=q.dtype)                            # (B, N, F, T)
-
-        def attention_scores_and_softmax(a, b):                                   # batch rows [a, b)
-            s = np.matmul(q[a:b], k[a:b].transpose(0, 1, 3, 2), out=scores[a:b])  # Q K^T
-            s *= scale                                                            # / sqrt(D)
-            if attention_mask is not None:
-                s += attention_mask[a:b]
-            softmax_forward(s, out=s)                                             # in place
-        over_batch(attention_scores_and_softmax, B)
-        probs = cache["softmax"] = scores                                         # softmax's cache is its output
-        probs, cache["dropout"] = dropout_forward(probs, self.config.attention_probs_dropout_prob,
-                                                  self.state.rng, self.training)
-        if head_mask is not None:
-            probs = probs * head_mask[None, :, None, None]                        # (B, N, F, T)
-
         context = np.empty((B, T, N * D), dtype=q.dtype)                          # (B, F, H)
-        context_heads = self.split_heads(context)                                 # (B, N, F, D), a view
-
-        def weighted_values(a, b):
-            np.matmul(probs[a:b], v[a:b], out=context_heads[a:b])                 # probs V
-        over_batch(weighted_values, B)
-        cache.update(q=q, k=k, v=v, probs=probs, head_mask=head_mask)
-        return context, probs, cache
+        _, cache["attention"] = attention_forward(
+            q, k, v, attention_mask, head_mask, self.config.attention_probs_dropout_prob,
+            self.state.rng, self.training, out=self.split_heads(context))         # written as (B, N, F, D)
+        return context, cache["attention"]["probs"], cache
 
     def backward(self, dcontext, cache, dprobs=None):
         """dcontext: (B, F, H); dprobs: optional upstream gradient of the returned probs.
@@ -95,42 +73,12 @@ class BertSelfAttention(Module):
         Each cached array is dropped as soon as the last step that reads it has run (when the
         backward frees activations as it goes), so the peak stays low: the probs before dQ and
         dK are made, Q, K and V before the projection's GEMMs."""
-        q, k, v, probs = cache["q"], cache["k"], cache["v"], cache["probs"]
-        B, N, T, D = q.shape
-        scale = q.dtype.type(self.scaling)
-        dctx = self.split_heads(dcontext)                                         # (B, N, F, D)
-        dprobs_total = np.empty_like(probs)                                       # (B, N, F, T)
-        dq, dk, dv = (np.empty_like(dcontext) for _ in range(3))                  # (B, T, H) each
-        dq_heads, dk_heads, dv_heads = self.split_heads(dq), self.split_heads(dk), self.split_heads(dv)
-
-        def through_weighted_values(a, b):
-            # in the forward: context = probs @ v
-            np.matmul(dctx[a:b], v[a:b].transpose(0, 1, 3, 2), out=dprobs_total[a:b])
-            np.matmul(probs[a:b].transpose(0, 1, 3, 2), dctx[a:b], out=dv_heads[a:b])
-        over_batch(through_weighted_values, B)
-        if dprobs is not None:
-            dprobs_total += dprobs
-        # in the forward: probs = dropout(softmax(scores)) * head_mask
-        if cache["head_mask"] is not None:
-            dprobs_total *= cache["head_mask"][None, :, None, None]
-        dprobs_total = dropout_backward(dprobs_total, cache["dropout"])
-        softmax_out = cache["softmax"]
-
-        def through_softmax(a, b):
-            softmax_backward(dprobs_total[a:b], softmax_out[a:b], out=dprobs_total[a:b])
-            # in the forward: scores = q @ k^T * scaling  (+ a constant mask)
-            dprobs_total[a:b] *= scale
-        over_batch(through_softmax, B)
-        dscores = dprobs_total                                                    # (B, N, F, T)
-        del dprobs_total, probs, softmax_out
         x = cache["x"]
-        self.release(cache)                        # from here on only Q, K (below) and x are read
-
-        def through_scores(a, b):
-            np.matmul(dscores[a:b], k[a:b], out=dq_heads[a:b])                    # (b-a, N, F, D)
-            np.matmul(dscores[a:b].transpose(0, 1, 3, 2), q[a:b], out=dk_heads[a:b])   # (b-a, N, T, D)
-        over_batch(through_scores, B)
-        del dscores, q, k, v
+        dq, dk, dv = (np.empty_like(dcontext) for _ in range(3))                  # (B, T, H) each
+        attention_backward(self.split_heads(dcontext), cache["attention"], dprobs,
+                           out=(self.split_heads(dq), self.split_heads(dk), self.split_heads(dv)),
+                           free=self.state.release_caches)
+        self.release(cache)
 
         # in the forward: Q = x Wq^T + bq, K = x Wk^T + bk, V = x Wv^T + bv (one stacked GEMM);
         # x fed all three, so dx = dQ Wq + dK Wk + dV Wv.
