@@ -8,7 +8,9 @@
     attention_masks(batch, seq)     0/1 masks (B, T), every row keeping at least one token
     head_masks(config)              (L, N) 0/1 head masks, with zeros
     texts()                         text that exercises a BERT tokenizer: ASCII words and punctuation,
-                                    accents and combining marks, CJK, whitespace and control characters
+                                    accents and combining marks, CJK, whitespace runs, control and
+                                    zero-width characters
+    characters()                    one code point, weighted towards the ones tokenizers get wrong
     vocabularies()                  WordPiece vocabularies: the special tokens first, then words and ## pieces
 
     from hypothesis import given
@@ -105,12 +107,48 @@ _PIECES = st.sampled_from([
     "\u200b", "\x00", "\ufffd", "\u0301", "😀", "ℕ", "Ǆ",
 ])
 
+# Single characters where tokenizers have disagreed: case mappings that change length or depend on
+# context, combining marks of several classes, control / format / zero-width characters, every kind
+# of whitespace, CJK blocks and the last code point of each (unassigned in some Unicode versions),
+# kana and hangul (not CJK for BERT), emoji with modifiers, BERT's own special-token spellings.
+_CHARACTERS = (
+    list("İıßẞΣσςÅÉéǅǄﬁ") + ["\u0301", "\u0308", "\u0345", "\u0316", "\u093c", "\u0958"]
+    + ["\x00", "\x07", "\x0b", "\x1c", "\x85", "\x7f", "\u00ad", "\u200b", "\u200d", "\ufeff", "\ufffd"]
+    + [" ", "\t", "\n", "\r", "\u00a0", "\u2000", "\u2028", "\u2029", "\u3000"]
+    + ["中", "文", "\u3400", "\u4dbf", "\u9fff", "\uf900", "\ufa6d", "\ufaff", "\U00020000", "\U0002a6df",
+       "\U0002b73f", "\U0002b81f", "\U0002b820", "\U0002f800", "\U0002fa1f", "あ", "ア", "한"]
+    + ["\u1100", "\u1161", "\u11a8", "\u0b47", "\u0b3e", "\u1fef", "\u037e", "·", "、", "。", "，"]
+    + ["👍", "\U0001f3fd", "❤", "\ufe0f", "[", "]", "#", "-", "'"]
+    + list("aAbBzZ09.,!?$^`~")
+)
+
+
+def characters():
+    """One code point: any (every category but surrogates), or from the ranges where BERT's
+    BasicTokenizer does something (Latin with accents, CJK ideographs and their extensions,
+    combining marks), or one of the characters where tokenizers have disagreed."""
+    return st.one_of(
+        st.characters(),
+        st.characters(min_codepoint=0, max_codepoint=0x24F),                  # ASCII, Latin-1, Latin Extended
+        st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF),            # CJK Unified Ideographs
+        st.characters(min_codepoint=0x20000, max_codepoint=0x2FA1F),          # CJK extensions, compatibility
+        st.characters(categories=["Mn", "Mc", "Me"]),                         # combining marks
+        st.sampled_from(_CHARACTERS),
+    )
+
 
 def texts(max_pieces=12):
     """Strings that exercise every step of BERT's BasicTokenizer: cleaning (control and zero-width
-    characters), CJK spacing, accents and combining marks, punctuation, whitespace."""
-    return st.lists(st.one_of(_PIECES, st.text(max_size=6)), max_size=max_pieces).map(
+    characters), CJK spacing, accents and combining marks, punctuation, whitespace runs.
+
+    Two kinds, both shrinking to something short: words and symbols from a fixed list (each an
+    atom, so a failure shrinks to one of them, e.g. 'naïve'), joined with or without spaces, mixed
+    with short arbitrary strings; and strings of single characters() with whitespace runs."""
+    words = st.lists(st.one_of(_PIECES, st.text(max_size=6)), max_size=max_pieces).map(
         lambda parts: " ".join(parts) if len(parts) % 2 else "".join(parts))
+    whitespace_run = st.text(st.sampled_from(" \t\n\r\u00a0\u3000\u2028"), min_size=2, max_size=4)
+    chars = st.lists(st.one_of(characters(), whitespace_run), max_size=4 * max_pieces).map("".join)
+    return st.one_of(words, chars)
 
 
 @st.composite

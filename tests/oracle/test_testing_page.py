@@ -14,9 +14,16 @@ PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.absp
 def page():
     ns = {}
     blocks = re.findall(r"^```python\n(.*?)^```", open(PAGE, encoding="utf-8").read(), re.S | re.M)
-    exec(compile(blocks[0], PAGE, "exec"), ns)            # the property tests
-    exec(compile(blocks[1].replace("test_layer_norm(my_layer_norm, my_layer_norm_backward)", ""), PAGE, "exec"), ns)
-    exec(compile(blocks[3], PAGE, "exec"), ns)            # the tokenizer property (and its correct run)
+
+    def block(defining):
+        (found,) = [b for b in blocks if f"def {defining}(" in b]
+        return found
+    exec(compile(block("test_layer_norm"), PAGE, "exec"), ns)          # the property tests
+    exec(compile(block("my_layer_norm").replace("test_layer_norm(my_layer_norm, my_layer_norm_backward)", ""),
+                 PAGE, "exec"), ns)
+    exec(compile(block("test_attention_backward").split("test_attention_backward(my_attention_backward)")[0],
+                 PAGE, "exec"), ns)
+    exec(compile(block("test_basic_tokenizer"), PAGE, "exec"), ns)     # the tokenizer property (and its correct run)
     return ns
 
 
@@ -55,6 +62,20 @@ def test_attention_forgetting_the_mask_is_caught_and_shrunk(page):
     keep = failing_example(page, lambda: page["test_attention"](
         lambda q, k, v, m: _softmax_attention(q, k, v, m, use_mask=False)))
     assert keep.shape == (1, 2) and keep.sum() == 1       # one kept token, one masked
+
+
+def test_attention_backward_without_the_softmax_sum_term_is_caught_and_shrunk(page):
+    def wrong(dout, q, k, v, keep):
+        scale = 1.0 / np.sqrt(q.shape[-1])
+        s = np.where(keep[:, None, None, :] == 1, q @ k.swapaxes(-1, -2) * scale, -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        ds = p * (dout @ v.swapaxes(-1, -2)) * scale                     # the "- sum(dp * p)" is missing
+        return ds @ k, ds.swapaxes(-1, -2) @ q, p.swapaxes(-1, -2) @ dout
+
+    shape, keep = failing_example(page, lambda: page["test_attention_backward"](wrong))
+    # with one key p = 1 and the true ds is 0, the wrong one dp * scale: the smallest case fails
+    assert shape == (1, 1, 1, 1) and keep.tolist() == [[1]], (shape, keep)
 
 
 def test_tokenizer_without_accent_stripping_is_caught_and_shrunk(page):

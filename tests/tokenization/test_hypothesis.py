@@ -13,27 +13,16 @@ from hypothesis import strategies as st  # noqa: E402
 
 from npbert.tokenization import BasicTokenizer, BertTokenizer  # noqa: E402
 
-INTERESTING = (
-    list("İıßẞΣσςÅÉéǅǄﬁ") + ["e\u0301", "\u0301", "\u0308", "\u0345", "\u0316", "\u093c", "\u0958"]
-    + ["\x00", "\x07", "\x0b", "\x1c", "\x85", "\x7f", "\u00ad", "\u200b", "\u200d", "\ufeff", "\ufffd"]
-    + [" ", "\t", "\n", "\r", "\u00a0", "\u2000", "\u2028", "\u2029", "\u3000"]
-    + ["中", "文", "\u3400", "\uf900", "\ufa6d", "\U00020000", "\U0002b820", "\U0002f800", "あ", "ア", "한"]
-    + ["\u1100", "\u1161", "\u11a8", "\u0b47", "\u0b3e", "\u1fef", "\u037e", "·", "、", "。", "，"]
-    + ["👍", "\U0001f3fd", "❤", "\ufe0f", "[", "]", "[SEP]", "[CLS]", "[UNK]", "[sep]", "#", "##", "-", "'"]
-    + list("aAbBzZ09.,!?$^`~")
-)
+from npbert.testing import texts as tokenizer_texts  # noqa: E402
 
-characters = st.one_of(
-    st.characters(),  # any code point but surrogates: every category
-    st.characters(min_codepoint=0, max_codepoint=0x24F),  # ASCII, Latin-1, Latin Extended
-    st.characters(min_codepoint=0x20000, max_codepoint=0x2FA1F),  # CJK extensions, compatibility
-    st.characters(categories=["Mn", "Mc", "Me"]),  # combining marks
-    st.sampled_from(INTERESTING),
-)
+# npbert.testing.texts() (CJK and its range ends, accents, combining marks, control and zero-width
+# characters, whitespace runs), plus what only these option combinations need: words around
+# max_input_chars_per_word, and the never_split words and special-token spellings.
 texts = st.one_of(
-    st.lists(characters, max_size=40).map("".join),
+    tokenizer_texts(),
     st.text(st.sampled_from("ab#-"), min_size=90, max_size=140),  # around max_input_chars_per_word
-    st.lists(st.sampled_from(["hello", "Hello", "HELLO", "hello,", "[foo]", "ǅ", "unaffable", " ", "İ", "e\u0301"]),
+    st.lists(st.sampled_from(["hello", "Hello", "HELLO", "hello,", "[foo]", "ǅ", "unaffable", " ", "İ", "e\u0301",
+                              "[SEP]", "[CLS]", "[UNK]", "[sep]", "##"]),
              max_size=12).map("".join),
 )
 
