@@ -74,21 +74,31 @@ class BertSelfAttention(Module):
         backward frees activations as it goes), so the peak stays low: the probs before dQ and
         dK are made, Q, K and V before the projection's GEMMs."""
         x = cache["x"]
-        dq, dk, dv = (np.empty_like(dcontext) for _ in range(3))                  # (B, T, H) each
+        B, T, H = dcontext.shape
+        dqkv = np.empty((B, T, 3 * H), dtype=dcontext.dtype)                      # [dQ, dK, dV] side by side
+        dq, dk, dv = dqkv[..., :H], dqkv[..., H:2 * H], dqkv[..., 2 * H:]        # (B, T, H) views
         attention_backward(self.split_heads(dcontext), cache["attention"], dprobs,
                            out=(self.split_heads(dq), self.split_heads(dk), self.split_heads(dv)),
                            free=self.state.release_caches)
         self.release(cache)
 
-        # in the forward: Q = x Wq^T + bq, K = x Wk^T + bk, V = x Wv^T + bv (one stacked GEMM);
-        # x fed all three, so dx = dQ Wq + dK Wk + dV Wv.
+        # in the forward: Q = x Wq^T + bq, K = x Wk^T + bk, V = x Wv^T + bv, one GEMM with the
+        # weights stacked, so the backward is one GEMM each way too:
+        #   [dWq; dWk; dWv] = [dQ, dK, dV]^T x          dx = dQ Wq + dK Wk + dV Wv = [dQ, dK, dV] [Wq; Wk; Wv]
+        names = ("query", "key", "value")
+        trainable = [n for n in names if self.trainable(n + ".weight") or self.trainable(n + ".bias")]
         grads = {}
-        for name, d in (("query", dq), ("key", dk), ("value", dv)):
-            if self.trainable(name + ".weight") or self.trainable(name + ".bias"):
-                grads.update(self.prefixed(name, linear_param_grads(d, x)))       # (H, H), (H,)
-        dx = linear_input_grad(dq, self.p("query.weight"), x.shape)               # (B, T, H)
-        dx += linear_input_grad(dk, self.p("key.weight"), x.shape)
-        dx += linear_input_grad(dv, self.p("value.weight"), x.shape)
+        if len(trainable) == 3:
+            g = linear_param_grads(dqkv, x)                                       # (3H, H), (3H,)
+            for i, name in enumerate(names):
+                grads[f"{self.prefix}{name}.weight"] = g["weight"][i * H:(i + 1) * H]   # (H, H) row blocks
+                grads[f"{self.prefix}{name}.bias"] = g["bias"][i * H:(i + 1) * H]       # (H,)
+        else:                                                                     # some of them frozen
+            for name, d in zip(names, (dq, dk, dv)):
+                if name in trainable:
+                    grads.update(self.prefixed(name, linear_param_grads(d, x)))
+        qkv_weight, _ = self.stacked_qkv()                                        # (3H, H)
+        dx = linear_input_grad(dqkv, qkv_weight, x.shape)                         # (B, T, H)
         return dx, grads
 
 

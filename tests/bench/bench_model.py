@@ -23,7 +23,10 @@ peak memory of forward+backward <= torch's.
 
 `gemm-floor` runs nothing but the big GEMMs of the same model in NumPy (see
 _gemm_floor_runner): its ratio to torch is a lower bound on what any NumPy implementation
-can reach with NumPy's BLAS on this machine.
+can reach with NumPy's BLAS on this machine.  `attn-floor` adds the products attention cannot
+do without, Q K^T and probs V per head (and their four gradients in the backward), as batched
+matmuls with nothing between them: the floor of any BERT that computes attention at all, so
+`attn-floor / gemm-floor` is how close to the GEMM floor any implementation can get here.
 """
 import argparse
 import json
@@ -34,7 +37,8 @@ import sys
 import time
 
 MODES = ("forward", "train_fwd_bwd", "eval_fwd_bwd")
-IMPLS = ("npbert", "torch-eager", "torch-sdpa", "gemm-floor")
+IMPLS = ("npbert", "torch-eager", "torch-sdpa", "gemm-floor", "attn-floor")
+FLOORS = ("gemm-floor", "attn-floor")
 
 
 def _rss_kib(field):
@@ -84,8 +88,8 @@ def make_runner(impl, args):
             model._cache = None
         return run, reset
 
-    if impl == "gemm-floor":
-        return _gemm_floor_runner(args, dH)
+    if impl in FLOORS:
+        return _gemm_floor_runner(args, dH, with_attention=impl == "attn-floor")
 
     import torch
     import transformers
@@ -108,38 +112,70 @@ def make_runner(impl, args):
     return run, reset
 
 
-def _gemm_floor_runner(args, dH):
+def _gemm_floor_runner(args, dH, with_attention=False):
     """Only the big GEMMs of a BERT layer stack, in NumPy (OpenBLAS, 2 threads), and nothing else:
     per layer Q/K/V (one stacked GEMM), attention output, intermediate and output dense, and in
     the backward their input and weight gradients.  No attention products, bias, GELU, softmax,
     LayerNorm or embedding, so any NumPy implementation of the same model takes at least this
-    long: its ratio to torch is the best ratio npbert could reach with NumPy's BLAS here."""
+    long: its ratio to torch is the best ratio npbert could reach with NumPy's BLAS here.
+    with_attention: also attention's per-head products (see the module docstring)."""
     import numpy as np
     rng = np.random.default_rng(1)
     n, h, i = args.batch * args.seq, 768, 3072
     shapes = [(3 * h, h), (h, h), (i, h), (h, i)]             # torch layout (out, in)
     weights = [[rng.standard_normal(s, dtype=np.float32) * 0.02 for s in shapes] for _ in range(args.layers)]
     x0 = dH.reshape(n, h)
+    B, T, N = args.batch, args.seq, 12
+    q = x0.reshape(B, T, N, h // N).transpose(0, 2, 1, 3)                # (B, N, T, D) view, as npbert's
+
+    from npbert.ops.parallel import over_batch          # the fastest way found to run many small GEMMs
+
+    def attention():                                             # Q K^T and probs V, per batch row and head
+        if not with_attention:
+            return None
+        p = np.empty((B, N, T, T), np.float32)
+        ctx = np.empty((B, N, T, h // N), np.float32)
+
+        def rows(a, b):
+            np.matmul(q[a:b], q[a:b].transpose(0, 1, 3, 2), out=p[a:b])   # (B, N, T, T): "probs"
+            np.matmul(p[a:b], q[a:b], out=ctx[a:b])                      # (B, N, T, D)
+        over_batch(rows, B)
+        return p
+
+    def attention_backward(p):
+        if not with_attention:
+            return
+        dp, dq = np.empty_like(p), np.empty((B, N, T, h // N), np.float32)
+
+        def rows(a, b):
+            dctx = q[a:b]
+            np.matmul(dctx, q[a:b].transpose(0, 1, 3, 2), out=dp[a:b])      # dprobs = dctx V^T
+            np.matmul(p[a:b].transpose(0, 1, 3, 2), dctx, out=dq[a:b])      # dV = probs^T dctx
+            np.matmul(dp[a:b], q[a:b], out=dq[a:b])                         # dQ = dscores K
+            np.matmul(dp[a:b].transpose(0, 1, 3, 2), q[a:b], out=dq[a:b])   # dK = dscores^T Q
+        over_batch(rows, B)
 
     def run(mode):
         acts = []
         for w_qkv, w_o, w_1, w_2 in weights:
             qkv = x0 @ w_qkv.T
+            probs = attention()
             a = qkv[:, :h] @ w_o.T
             m = a @ w_1.T
             y = m @ w_2.T
-            acts.append((x0, qkv, a, m))
+            acts.append((x0, qkv, a, m, probs))
         if mode == "forward":
             return y
         grads = []
         dy = x0
-        for (x, qkv, a, m), (w_qkv, w_o, w_1, w_2) in zip(reversed(acts), reversed(weights)):
+        for (x, qkv, a, m, probs), (w_qkv, w_o, w_1, w_2) in zip(reversed(acts), reversed(weights)):
             grads.append(dy.T @ m)                            # dW2
             dm = dy @ w_2
             grads.append(dm.T @ a)                            # dW1
             da = dm @ w_1
             grads.append(da.T @ qkv[:, :h])                   # dWo
             da @ w_o                                          # dctx
+            attention_backward(probs)
             grads.append(qkv.T @ x)                           # dWqkv (qkv stands in for dQKV: same shape)
             dy = qkv @ w_qkv
         return y, grads
@@ -217,7 +253,7 @@ def main():
         memory_env = dict(env, MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
         for mode in modes:
             for impl in impls:
-                if impl == "gemm-floor":                # a time bound only: its memory means nothing
+                if impl in FLOORS:                      # a time bound only: its memory means nothing
                     continue
                 r = subprocess.run(common + ["--memory-worker", impl, mode], env=memory_env,
                                    capture_output=True, text=True)
@@ -242,6 +278,10 @@ def main():
                 mem = f"   memory {peaks[('npbert', mode)] / max(peaks[(impl, mode)], 1e-9):5.2f}x"
             print(f"  npbert / {impl:11s} time {statistics.median(ratios):5.2f}x "
                   f"(rounds {min(ratios):.2f}..{max(ratios):.2f}){mem}")
+        if "attn-floor" in impls and "gemm-floor" in impls:
+            ratios = [a / b for a, b in zip(times[mode]["attn-floor"], times[mode]["gemm-floor"])]
+            print(f"  attn-floor / gemm-floor  time {statistics.median(ratios):5.2f}x "
+                  f"(rounds {min(ratios):.2f}..{max(ratios):.2f}): the nearest any BERT gets to the GEMM floor")
         if "gemm-floor" in impls:
             for impl in impls:
                 if impl.startswith("torch"):

@@ -25,7 +25,9 @@ def classifier(num_hidden_layers=3):
 
 
 @pytest.mark.parametrize("frozen", [("bert.embeddings",), ("bert.embeddings", "bert.encoder.layer.0"),
-                                    ("bert",), ("bert.encoder.layer.1.attention",), ("classifier.bias",)])
+                                    ("bert",), ("bert.encoder.layer.1.attention",), ("classifier.bias",),
+                                    ("bert.encoder.layer.1.attention.self.query",),      # Q/K/V partly frozen
+                                    ("bert.encoder.layer.2.attention.self.key.bias",)])
 def test_trainable_gradients_equal_the_unfrozen_models_and_frozen_ones_are_absent(frozen):
     full = classifier()
     full(**batch())
@@ -68,9 +70,10 @@ def test_frozen_work_is_skipped(monkeypatch):
     model.freeze("bert.embeddings", "bert.encoder.layer.0")
     model.backward()
     assert calls["embedding"] == 0
-    # per layer: Q, K, V, attention output, intermediate, output = 6 weight GEMMs; layer 0 skipped
-    assert calls["param_grads"] == full["param_grads"] - 6
-    assert calls["input_grad"] == full["input_grad"] - 6
+    # per layer: Q/K/V (one stacked GEMM), attention output, intermediate, output = 4 weight
+    # GEMMs and 4 input GEMMs; layer 0 skipped
+    assert calls["param_grads"] == full["param_grads"] - 4
+    assert calls["input_grad"] == full["input_grad"] - 4
     assert model.inputs_embeds_grad is None
 
 
