@@ -50,6 +50,11 @@ class BertConfig:
     """
 
     model_type = "bert"
+    # transformers' PretrainedConfig defaults for the forward's outputs: read when the call does
+    # not say; class attributes, so a config only writes them to config.json once they are set
+    output_attentions = False
+    output_hidden_states = False
+    return_dict = True
 
     def __init__(self, **kwargs):
         for name, default in _DEFAULTS.items():

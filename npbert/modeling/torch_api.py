@@ -5,6 +5,7 @@
     model.named_modules()              ("", model), ("bert", ...), ("bert.embeddings", ...), ...
     print(model)                       the module tree in torch's layout
     model.get_input_embeddings()       the word embedding table (V, H), as an Embedding view
+    model.get_output_embeddings()      the MLM decoder (tied to it) as a Linear view, or None
     model.resize_token_embeddings(n)   V -> n rows (and the MLM bias), config.vocab_size = n
 
 npbert's modules own no arrays: every parameter lives in the model's one dict
@@ -43,6 +44,38 @@ class Embedding:
     def __repr__(self):
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
         return f"Embedding({self.num_embeddings}, {self.embedding_dim}{pad})"
+
+
+class Linear:
+    """A view of a linear layer whose weight (out, in) and bias (out,) live in the model's dict,
+    as torch's nn.Linear: `.weight` and `.bias` are read from the dict each time; calling it
+    computes x W^T + b: (..., in) -> (..., out)."""
+
+    def __init__(self, params, weight_name, bias_name=None):
+        self._params, self.weight_name, self.bias_name = params, weight_name, bias_name
+
+    @property
+    def weight(self):
+        return self._params[self.weight_name]
+
+    @property
+    def bias(self):
+        return None if self.bias_name is None else self._params[self.bias_name]
+
+    @property
+    def out_features(self):
+        return self.weight.shape[0]
+
+    @property
+    def in_features(self):
+        return self.weight.shape[1]
+
+    def __call__(self, x):
+        y = np.asarray(x) @ self.weight.T                           # (..., in) -> (..., out)
+        return y if self.bias is None else y + self.bias
+
+    def __repr__(self):
+        return f"Linear(in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None})"
 
 
 def _children(module):
@@ -183,6 +216,16 @@ class TorchModuleAPI:
     def get_input_embeddings(self):
         """The word embeddings (V, H) as an Embedding view: `.weight` is the model's array."""
         return Embedding(self.state.params, self._word_embeddings_name(), self.config.pad_token_id)
+
+    def get_output_embeddings(self):
+        """The MLM decoder (V, H) + bias (V,) as a Linear view, or None for a model without an LM
+        head (as transformers).  Its weight is the word embeddings' array: the two are tied."""
+        aliases = dict(getattr(self, "_tied_aliases", {}))
+        weight = next((aliases[a] for a in aliases if a.endswith("predictions.decoder.weight")), None)
+        if weight is None:
+            return None
+        bias = next((aliases[a] for a in aliases if a.endswith("predictions.decoder.bias")), None)
+        return Linear(self.state.params, weight, bias)
 
     def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
         """Resize the word embeddings (V, H) -> (n, H), as transformers: rows [0, min(V, n)) are

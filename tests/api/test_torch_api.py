@@ -82,3 +82,40 @@ def test_resize_matches_transformers_shapes():
     ours.resize_token_embeddings(45)
     assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == \
         {k: tuple(v.shape) for k, v in theirs.state_dict().items() if k in ours.state_dict()}
+
+
+@pytest.mark.parametrize("name", CLASSES)
+def test_get_output_embeddings_as_transformers(name):
+    """The MLM decoder, tied to the word embeddings, for the LM heads; None for the others.
+    Applied to the transformed hidden states it gives the model's prediction logits."""
+    model = getattr(npbert, name)(npbert.BertConfig(**KW), dtype=np.float64)
+    out = model.get_output_embeddings()
+    torch_model = _torch_model(name) if name != "BertModel" else None
+    has_lm = name in ("BertForMaskedLM", "BertForPreTraining")
+    assert (out is not None) == has_lm
+    if torch_model is not None:
+        assert (torch_model.get_output_embeddings() is not None) == has_lm
+    if not has_lm:
+        return
+    assert out.weight is model.get_input_embeddings().weight and out.weight.shape == (40, 16)
+    assert out.bias is model.state.params["cls.predictions.bias"]
+    if torch_model is not None:
+        t = torch_model.get_output_embeddings()
+        assert (t.out_features, t.in_features) == (out.out_features, out.in_features)
+    model.eval()
+    ids = np.array([[2, 5, 7, 3]])
+    logits = model(input_ids=ids).logits if name == "BertForMaskedLM" else model(input_ids=ids).prediction_logits
+    h = model.bert(input_ids=ids).last_hidden_state
+    transformed = model.cls.predictions.transform.forward(h)[0]
+    np.testing.assert_allclose(out(transformed), logits, rtol=1e-12, atol=1e-12)
+
+
+def test_config_has_transformers_output_defaults():
+    """PretrainedConfig's output_attentions / output_hidden_states / return_dict defaults are
+    readable on any config, and written to config.json only once set."""
+    config = npbert.BertConfig(**KW)
+    assert (config.output_attentions, config.output_hidden_states, config.return_dict) == (False, False, True)
+    assert "output_attentions" not in config.to_dict()
+    config.output_attentions = True
+    assert config.to_dict()["output_attentions"] is True
+    assert npbert.BertConfig(**KW).output_attentions is False              # the class default is untouched
