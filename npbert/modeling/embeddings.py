@@ -23,6 +23,28 @@ class BertEmbeddings(Module):
         self.add_param("token_type_embeddings.weight", (c.type_vocab_size, c.hidden_size), ("embedding", None))
         self.add_layer_norm("LayerNorm", c.hidden_size)
 
+    def __call__(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
+        """embeddings(input_ids) as transformers' BertEmbeddings: token types default to 0 and
+        positions to 0..T-1.  Returns (B, T, H)."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("BertEmbeddings: give exactly one of input_ids and inputs_embeds")
+        shape = np.shape(input_ids) if inputs_embeds is None else np.shape(inputs_embeds)[:2]
+        if len(shape) != 2:
+            raise ValueError(f"BertEmbeddings: input_ids must be (B, T), got shape {shape}")
+        B, T = shape
+        if token_type_ids is None:
+            token_type_ids = np.zeros((B, T), dtype=np.int64)
+        if position_ids is None:
+            position_ids = np.broadcast_to(np.arange(T), (B, T))
+        ids = None if input_ids is None else np.asarray(input_ids)
+        for name, a, n in (("input_ids", ids, self.config.vocab_size),
+                           ("token_type_ids", np.asarray(token_type_ids), self.config.type_vocab_size),
+                           ("position_ids", np.asarray(position_ids), self.config.max_position_embeddings)):
+            if a is not None and a.size and (a.min() < 0 or a.max() >= n):
+                raise ValueError(f"BertEmbeddings: {name} must be in [0, {n}), got values in "
+                                 f"[{a.min()}, {a.max()}]")
+        return self.forward(ids, np.asarray(token_type_ids), np.asarray(position_ids), inputs_embeds)[0]
+
     def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds=None):
         """input_ids, token_type_ids, position_ids: (B, T) ints (already checked);
         inputs_embeds: (B, T, H) used instead of the word embeddings when given.

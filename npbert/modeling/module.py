@@ -39,6 +39,19 @@ class Module:
         self.config = state.config
         self.prefix = prefix
 
+    # ---- module(...) and print(module), as torch -------------------------------------
+    def __call__(self, *args, **kwargs):
+        """module(...) as in torch: the forward's outputs without its cache (one output alone,
+        several as a tuple), e.g. `model.bert.pooler(h)` or `layer.attention.self(h)` ->
+        (context, probs).  For looking inside a model (masks are additive, as the modules
+        receive them); gradients come from the model's backward() after the model's forward."""
+        out = self.forward(*args, **kwargs)[:-1]
+        return out[0] if len(out) == 1 else out
+
+    def __repr__(self):
+        from .torch_api import _tree                # (torch_api builds on this module)
+        return _tree(self, {})
+
     # ---- parameters -----------------------------------------------------------------
     def add_param(self, name, shape, init):
         """Register parameter `prefix + name` of `shape`; `init` says how _init_weights fills it."""

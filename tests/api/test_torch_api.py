@@ -119,3 +119,38 @@ def test_config_has_transformers_output_defaults():
     config.output_attentions = True
     assert config.to_dict()["output_attentions"] is True
     assert npbert.BertConfig(**KW).output_attentions is False              # the class default is untouched
+
+
+def _without_dropout_and_activations(text):
+    return [line for line in text.split("\n")
+            if not re.search(r"\((dropout|intermediate_act_fn|transform_act_fn|activation)\)", line)]
+
+
+@pytest.mark.parametrize("path", ["bert.embeddings", "bert.encoder.layer.0.attention", "bert.encoder.layer.1",
+                                  "bert.pooler", "cls.predictions.transform"])
+def test_print_a_submodule_as_torch(path):
+    ours, theirs = npbert.BertForPreTraining(npbert.BertConfig(**KW)), _torch_model("BertForPreTraining")
+    sub = dict(ours.named_modules())[path]
+    assert repr(sub).split("\n") == _without_dropout_and_activations(repr(theirs.get_submodule(path)))
+
+
+def test_calling_submodules_as_the_tutorials_do():
+    """embeddings(ids), layer.attention.self(h), pooler(h), cls(h): the forward's outputs
+    without the cache, equal to what the whole model computes (eval mode: no dropout)."""
+    model = npbert.BertForPreTraining(npbert.BertConfig(**KW), dtype=np.float64).eval()
+    ids, types = np.array([[2, 5, 7, 9, 3]]), np.array([[0, 0, 0, 1, 1]])
+    out = model(input_ids=ids, token_type_ids=types, output_hidden_states=True, output_attentions=True)
+    bert = model.bert
+    assert np.array_equal(bert.embeddings(ids, types), out.hidden_states[0])
+    assert np.array_equal(bert.embeddings(input_ids=ids), bert.embeddings(ids, np.zeros_like(ids)))
+    context, probs = bert.encoder.layer[0].attention.self(out.hidden_states[0])
+    assert context.shape == (1, 5, 16) and np.array_equal(probs, out.attentions[0])
+    layer_out = bert.encoder.layer[0](out.hidden_states[0])
+    assert np.array_equal(layer_out[0], out.hidden_states[1])
+    pooled = bert.pooler(out.hidden_states[-1])
+    mlm, nsp = model.cls(out.hidden_states[-1], pooled)
+    assert np.array_equal(mlm, out.prediction_logits) and np.array_equal(nsp, out.seq_relationship_logits)
+    with pytest.raises(ValueError, match=r"input_ids must be in \[0, 40\)"):
+        bert.embeddings(np.array([[1, 40]]))
+    with pytest.raises(ValueError, match="exactly one of input_ids and inputs_embeds"):
+        bert.embeddings()
