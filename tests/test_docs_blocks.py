@@ -61,3 +61,18 @@ def test_block_runs(page, line, info, code, continues, k, monkeypatch):
         assert runner.failures == 0, "".join(out)
     else:
         exec(compile(code, f"{page}:{line}", "exec"), namespace)
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_relative_links_resolve():
+    """Every relative link of docs/**/*.md and README.md names a file or directory that exists."""
+    broken = []
+    for page in pages():
+        for target in LINK.findall(open(page, encoding="utf-8").read()):
+            if re.match(r"[a-z]+:", target):              # http:, https:, mailto:
+                continue
+            if not os.path.exists(os.path.normpath(os.path.join(os.path.dirname(page), target))):
+                broken.append((os.path.relpath(page, ROOT), target))
+    assert not broken, broken
