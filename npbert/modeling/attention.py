@@ -63,7 +63,8 @@ class BertSelfAttention(Module):
         context = np.empty((B, T, N * D), dtype=q.dtype)                          # (B, F, H)
         _, cache["attention"] = attention_forward(
             q, k, v, attention_mask, head_mask, self.config.attention_probs_dropout_prob,
-            self.state.rng, self.training, out=self.split_heads(context))         # written as (B, N, F, D)
+            self.state.rng, self.training, out=self.split_heads(context),         # written as (B, N, F, D)
+            scale=self.scaling)
         return context, cache["attention"]["probs"], cache
 
     def backward(self, dcontext, cache, dprobs=None):

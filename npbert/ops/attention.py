@@ -48,11 +48,13 @@ def _check(q, k, v, mask, head_mask):
     return mask
 
 
-def attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=None, training=False, out=None):
+def attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=None, training=False, out=None,
+                      scale=None):
     """q: (B, N, F, D); k, v: (B, N, T, D); mask: additive (0 where attended, a large negative
     number such as finfo.min where masked), broadcastable to (B, N, F, T), or None; head_mask:
     (N,) or None; dropout on the probabilities with generator `rng` when `training`.
-    `out`: an array (B, N, F, D) (a view is fine) to write the context into.
+    `out`: an array (B, N, F, D) (a view is fine) to write the context into.  `scale`: what
+    q k^T is multiplied by, D**-0.5 unless given (BertSelfAttention passes its `scaling`).
 
     Returns (context (B, N, F, D), cache); cache["probs"] holds the probabilities as used
     (after dropout and head mask)."""
@@ -61,7 +63,7 @@ def attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=Non
         raise ValueError("attention: dropout in training needs a generator: pass rng=np.random.default_rng(seed)")
     B, N, F, D = q.shape
     T = k.shape[2]
-    scale = q.dtype.type(D ** -0.5)
+    scale = q.dtype.type(D ** -0.5 if scale is None else scale)
     scores = np.empty((B, N, F, T), dtype=q.dtype)                                # (B, N, F, T)
 
     def scores_and_softmax(a, b):                                                 # batch rows [a, b)

@@ -162,3 +162,12 @@ def test_equals_torch_scaled_dot_product_attention():
     want = torch.nn.functional.scaled_dot_product_attention(*(torch.tensor(a) for a in (q, k, v)),
                                                             attn_mask=torch.tensor(mask)).numpy()
     np.testing.assert_allclose(attention_forward(q, k, v, mask)[0], want, rtol=1e-10, atol=1e-12)
+
+
+def test_scale_given_replaces_the_default():
+    """BertSelfAttention passes its `scaling`; given, it is what q k^T is multiplied by."""
+    q, k, v = qkv(15)
+    context, cache = attention_forward(q, k, v, scale=0.5)
+    want, _ = plain_attention(q * (0.5 * np.sqrt(q.shape[-1])), k, v)     # plain_attention divides by sqrt(D)
+    np.testing.assert_allclose(context, want, rtol=1e-12, atol=1e-12)
+    assert cache["scale"] == 0.5
