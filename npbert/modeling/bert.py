@@ -1,4 +1,5 @@
-"""BertModel: embeddings -> encoder -> pooler, with the checks on its inputs.
+"""BertModel: embeddings -> encoder -> pooler, with the checks on its inputs (the ids, types
+and positions are checked by BertEmbeddings.prepare_inputs, the masks here).
 
     B = batch, T = sequence length, H = hidden size, N = heads, L = layers,
     V = vocab size, P = max position embeddings, Y = type vocab size
@@ -10,19 +11,6 @@ from .encoder import BertEncoder
 from .outputs import BaseModelOutputWithPoolingAndCrossAttentions
 from .pooler import BertPooler
 from .pretrained import BertPreTrainedModel
-
-
-def _as_int_array(name, value):
-    a = np.asarray(value)
-    if a.dtype == object or not (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
-        raise TypeError(f"{name} must be an integer array, got dtype {a.dtype}")
-    return a.astype(np.int64, copy=False)
-
-
-def _check_range(name, ids, high, what):
-    if ids.size and (ids.min() < 0 or ids.max() >= high):
-        bad = ids[(ids < 0) | (ids >= high)]
-        raise IndexError(f"{name} has values outside [0, {high}) ({what}): e.g. {bad.ravel()[:5].tolist()}")
 
 
 class BertModel(BertPreTrainedModel):
@@ -39,49 +27,9 @@ class BertModel(BertPreTrainedModel):
     def _prepare_inputs(self, input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds):
         """Check every input and fill in the defaults.  Returns (ids, types, positions,
         inputs_embeds, additive mask, head_mask (L, N) or None)."""
-        c, dtype = self.config, self.state.dtype
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
-        if input_ids is not None:
-            input_ids = _as_int_array("input_ids", input_ids)
-            if input_ids.ndim != 2:
-                raise ValueError(f"input_ids must be 2-D (batch, sequence), got shape {input_ids.shape}")
-            _check_range("input_ids", input_ids, c.vocab_size, "vocab_size")
-            B, T = input_ids.shape
-        else:
-            inputs_embeds = np.asarray(inputs_embeds)
-            if inputs_embeds.ndim != 3 or inputs_embeds.shape[2] != c.hidden_size:
-                raise ValueError(f"inputs_embeds must be (batch, sequence, hidden_size={c.hidden_size}), "
-                                 f"got shape {inputs_embeds.shape}")
-            if inputs_embeds.dtype != dtype:
-                raise TypeError(f"inputs_embeds has dtype {inputs_embeds.dtype}, the model computes in "
-                                f"{np.dtype(dtype).name}")
-            B, T = inputs_embeds.shape[:2]
-        if T == 0:
-            raise ValueError("the sequence length is 0")
-
-        if position_ids is None:
-            if T > c.max_position_embeddings:
-                raise ValueError(f"sequence length {T} is longer than max_position_embeddings="
-                                 f"{c.max_position_embeddings}")
-            position_ids = np.broadcast_to(np.arange(T, dtype=np.int64), (B, T))
-        else:
-            position_ids = _as_int_array("position_ids", position_ids)
-            try:
-                position_ids = np.broadcast_to(position_ids, (B, T))
-            except ValueError:
-                raise ValueError(f"position_ids of shape {position_ids.shape} does not fit the inputs "
-                                 f"(batch {B}, sequence {T})") from None
-            _check_range("position_ids", position_ids, c.max_position_embeddings, "max_position_embeddings")
-
-        if token_type_ids is None:
-            token_type_ids = np.zeros((B, T), dtype=np.int64)
-        else:
-            token_type_ids = _as_int_array("token_type_ids", token_type_ids)
-            if token_type_ids.shape != (B, T):
-                raise ValueError(f"token_type_ids has shape {token_type_ids.shape}, the inputs are ({B}, {T})")
-            _check_range("token_type_ids", token_type_ids, c.type_vocab_size, "type_vocab_size")
-
+        input_ids, token_type_ids, position_ids, inputs_embeds = self.embeddings.prepare_inputs(
+            input_ids, token_type_ids, position_ids, inputs_embeds)
+        B, T = token_type_ids.shape
         mask = self._extended_attention_mask(attention_mask, B, T)
         if head_mask is not None:
             head_mask = self._check_head_mask(head_mask)

@@ -12,6 +12,19 @@ from npbert.ops.layer_norm import layer_norm_backward, layer_norm_forward
 from .module import Module
 
 
+def _as_int_array(name, value):
+    a = np.asarray(value)
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
+        raise TypeError(f"{name} must be an integer array, got dtype {a.dtype}")
+    return a.astype(np.int64, copy=False)
+
+
+def _check_range(name, ids, high, what):
+    if ids.size and (ids.min() < 0 or ids.max() >= high):
+        bad = ids[(ids < 0) | (ids >= high)]
+        raise IndexError(f"{name} has values outside [0, {high}) ({what}): e.g. {bad.ravel()[:5].tolist()}")
+
+
 class BertEmbeddings(Module):
     """transformers' `BertEmbeddings`; parameters under `embeddings.`."""
 
@@ -23,27 +36,59 @@ class BertEmbeddings(Module):
         self.add_param("token_type_embeddings.weight", (c.type_vocab_size, c.hidden_size), ("embedding", None))
         self.add_layer_norm("LayerNorm", c.hidden_size)
 
-    def __call__(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
-        """embeddings(input_ids) as transformers' BertEmbeddings: token types default to 0 and
-        positions to 0..T-1.  Returns (B, T, H)."""
+    def prepare_inputs(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
+        """Check the inputs and fill in the defaults (token types 0, positions 0..T-1), as
+        BertModel's forward does.  Returns (input_ids, token_type_ids, position_ids,
+        inputs_embeds), the first three (B, T) int64 (input_ids None when inputs_embeds is given)."""
+        c, dtype = self.config, self.state.dtype
         if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("BertEmbeddings: give exactly one of input_ids and inputs_embeds")
-        shape = np.shape(input_ids) if inputs_embeds is None else np.shape(inputs_embeds)[:2]
-        if len(shape) != 2:
-            raise ValueError(f"BertEmbeddings: input_ids must be (B, T), got shape {shape}")
-        B, T = shape
+            raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
+        if input_ids is not None:
+            input_ids = _as_int_array("input_ids", input_ids)
+            if input_ids.ndim != 2:
+                raise ValueError(f"input_ids must be 2-D (batch, sequence), got shape {input_ids.shape}")
+            _check_range("input_ids", input_ids, c.vocab_size, "vocab_size")
+            B, T = input_ids.shape
+        else:
+            inputs_embeds = np.asarray(inputs_embeds)
+            if inputs_embeds.ndim != 3 or inputs_embeds.shape[2] != c.hidden_size:
+                raise ValueError(f"inputs_embeds must be (batch, sequence, hidden_size={c.hidden_size}), "
+                                 f"got shape {inputs_embeds.shape}")
+            if inputs_embeds.dtype != dtype:
+                raise TypeError(f"inputs_embeds has dtype {inputs_embeds.dtype}, the model computes in "
+                                f"{np.dtype(dtype).name}")
+            B, T = inputs_embeds.shape[:2]
+        if T == 0:
+            raise ValueError("the sequence length is 0")
+
+        if position_ids is None:
+            if T > c.max_position_embeddings:
+                raise ValueError(f"sequence length {T} is longer than max_position_embeddings="
+                                 f"{c.max_position_embeddings}")
+            position_ids = np.broadcast_to(np.arange(T, dtype=np.int64), (B, T))
+        else:
+            position_ids = _as_int_array("position_ids", position_ids)
+            try:
+                position_ids = np.broadcast_to(position_ids, (B, T))
+            except ValueError:
+                raise ValueError(f"position_ids of shape {position_ids.shape} does not fit the inputs "
+                                 f"(batch {B}, sequence {T})") from None
+            _check_range("position_ids", position_ids, c.max_position_embeddings, "max_position_embeddings")
+
         if token_type_ids is None:
             token_type_ids = np.zeros((B, T), dtype=np.int64)
-        if position_ids is None:
-            position_ids = np.broadcast_to(np.arange(T), (B, T))
-        ids = None if input_ids is None else np.asarray(input_ids)
-        for name, a, n in (("input_ids", ids, self.config.vocab_size),
-                           ("token_type_ids", np.asarray(token_type_ids), self.config.type_vocab_size),
-                           ("position_ids", np.asarray(position_ids), self.config.max_position_embeddings)):
-            if a is not None and a.size and (a.min() < 0 or a.max() >= n):
-                raise ValueError(f"BertEmbeddings: {name} must be in [0, {n}), got values in "
-                                 f"[{a.min()}, {a.max()}]")
-        return self.forward(ids, np.asarray(token_type_ids), np.asarray(position_ids), inputs_embeds)[0]
+        else:
+            token_type_ids = _as_int_array("token_type_ids", token_type_ids)
+            if token_type_ids.shape != (B, T):
+                raise ValueError(f"token_type_ids has shape {token_type_ids.shape}, the inputs are ({B}, {T})")
+            _check_range("token_type_ids", token_type_ids, c.type_vocab_size, "type_vocab_size")
+
+        return input_ids, token_type_ids, position_ids, inputs_embeds
+
+    def __call__(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
+        """embeddings(input_ids) as transformers' BertEmbeddings: the inputs checked and
+        defaulted as BertModel does (prepare_inputs).  Returns (B, T, H)."""
+        return self.forward(*self.prepare_inputs(input_ids, token_type_ids, position_ids, inputs_embeds))[0]
 
     def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds=None):
         """input_ids, token_type_ids, position_ids: (B, T) ints (already checked);
