@@ -76,12 +76,8 @@ def run_torch(task, path, args, kind):
     cls = {"token": transformers.BertForTokenClassification, "seq": transformers.BertForSequenceClassification}[kind]
     o = task.config_overrides
     model = cls.from_pretrained(path, num_labels=o["num_labels"], id2label=o["id2label"], label2id=o["label2id"])
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [{"params": [p for n, p in model.named_parameters() if not any(nd in n for nd in no_decay)],
-               "weight_decay": 0.01},
-              {"params": [p for n, p in model.named_parameters() if any(nd in n for nd in no_decay)],
-               "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=args.lr, eps=1e-8)
+    from torch_side import torch_adamw
+    opt = torch_adamw(model, lr=args.lr)   # the groups npbert's Trainer builds
     n, bs = len(task.train_dataset), args.batch
     steps = -(-n // bs) * args.epochs
     sched = transformers.get_linear_schedule_with_warmup(opt, int(np.ceil(0.1 * steps)), steps)

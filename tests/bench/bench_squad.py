@@ -78,12 +78,8 @@ def run_torch(model_dir, task, plan, args):
     torch.manual_seed(0)
     model = transformers.BertForQuestionAnswering.from_pretrained(model_dir)
     model.train()
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [{"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
-               "weight_decay": 0.01},
-              {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
-               "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-8)
+    from torch_side import torch_adamw
+    opt = torch_adamw(model, lr=args.learning_rate)   # the groups npbert's Trainer builds
     sched = transformers.get_linear_schedule_with_warmup(opt, int(0.1 * len(plan)), len(plan))
     train = {k: torch.from_numpy(v) for k, v in task.data_collator(task.train_dataset).items()}
     for step, idx in enumerate(plan):

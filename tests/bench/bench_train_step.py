@@ -92,12 +92,8 @@ def torch_runner(spec, pretraining):
     cls = transformers.BertForPreTraining if pretraining else transformers.BertForSequenceClassification
     extra = {} if pretraining else {"num_labels": 2}
     model = cls(transformers.BertConfig(**config_kwargs(spec), **extra, attn_implementation="eager")).train()
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [{"params": [p for n, p in model.named_parameters() if not any(nd in n for nd in no_decay)],
-               "weight_decay": 0.01},
-              {"params": [p for n, p in model.named_parameters() if any(nd in n for nd in no_decay)],
-               "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=1e-4)
+    from torch_side import torch_adamw
+    opt = torch_adamw(model, lr=1e-4)   # the groups npbert's Trainer builds
     sched = transformers.get_linear_schedule_with_warmup(opt, 10, 1000)
     data = {k: torch.tensor(v) for k, v in batch(spec, pretraining).items()}
 
