@@ -1,0 +1,64 @@
+"""npbert shortens the spin of OpenBLAS's idle worker threads when it is imported
+(npbert/ops/parallel.py: they would otherwise take the cores npbert's own threads need)."""
+import ctypes
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from npbert.ops import parallel
+
+PROBE = """
+import ctypes, sys
+import npbert
+from npbert.ops import parallel
+libs = parallel._openblas_libs(("openblas_thread_timeout",))
+if not libs:
+    print("none")
+    sys.exit()
+for lib in libs:
+    lib.openblas_thread_timeout.restype = ctypes.c_int
+print(",".join(str(lib.openblas_thread_timeout()) for lib in libs))
+"""
+
+
+def _timeouts(env_value):
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if env_value is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = env_value
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def _has_openblas():
+    return bool(parallel._openblas_libs(("openblas_read_env", "blas_thread_shutdown_", "openblas_thread_timeout")))
+
+
+@pytest.mark.skipif(not _has_openblas(), reason="NumPy here does not use an OpenBLAS with a settable thread timeout")
+def test_import_sets_the_timeout_and_respects_the_users_choice():
+    # OpenBLAS reports the value it read (0: unset, its default spin of 2^28 cycles)
+    assert _timeouts(None) == str(parallel.BLAS_THREAD_TIMEOUT)
+    assert _timeouts("12") == "12"        # the user's OPENBLAS_THREAD_TIMEOUT wins
+
+
+@pytest.mark.skipif(not _has_openblas(), reason="NumPy here does not use an OpenBLAS with a settable thread timeout")
+def test_gemms_after_the_pool_restarts_are_unchanged():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((300, 200)), rng.standard_normal((200, 250))
+    before = a @ b
+    assert parallel.set_blas_thread_timeout(6) is True
+    try:
+        after = a @ b                     # the worker threads are started again here
+        assert "OPENBLAS_THREAD_TIMEOUT" not in os.environ or os.environ["OPENBLAS_THREAD_TIMEOUT"] != "6"
+    finally:
+        parallel.set_blas_thread_timeout(parallel.BLAS_THREAD_TIMEOUT)
+    np.testing.assert_array_equal(after, before)          # same library, same blocking: bit-identical
+
+
+@pytest.mark.parametrize("bad", [0, 3, 31])
+def test_out_of_range_timeout(bad):
+    with pytest.raises(ValueError, match="4..30"):
+        parallel.set_blas_thread_timeout(bad)
