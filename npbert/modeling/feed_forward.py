@@ -2,7 +2,7 @@
 
     B = batch, T = sequence length, H = hidden size, I = intermediate size
 """
-from npbert.ops.activations import get_activation
+from npbert.ops.activations import gelu_backward, get_activation
 from npbert.ops.linear import linear_forward
 
 from .attention import BertSelfOutput
@@ -21,12 +21,19 @@ class BertIntermediate(Module):
         cache = {}
         h, cache["dense"] = linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, I)
         out, cache["act"] = self.act_forward(h)                                                          # (B, T, I)
+        if self.act_backward is gelu_backward:
+            cache["out"] = out          # a reference (BertOutput's dense keeps it too): Phi = out / h
         return out, cache
 
     def backward(self, dout, cache, overwrite_dout=False):
         """overwrite_dout=True lets the activation's gradient reuse dout's memory (BertLayer,
-        which owns dout, passes it): one (B, T, I) array less at the backward's peak."""
-        dh = self.act_backward(dout, cache["act"], out=dout if overwrite_dout else None)   # (B, T, I)
+        which owns dout, passes it): one (B, T, I) array less at the backward's peak.
+        The exact GELU reads Phi(h) off its output (gelu_backward's y=): the output then stays
+        alive until here, one (B, T, I) array more at that point, half the GELU backward's time."""
+        if "out" in cache:
+            dh = gelu_backward(dout, cache["act"], out=dout if overwrite_dout else None, y=cache["out"])
+        else:
+            dh = self.act_backward(dout, cache["act"], out=dout if overwrite_dout else None)   # (B, T, I)
         dense_cache = cache["dense"]
         self.release(cache)                      # the activation's (B, T, I) input goes before the GEMMs
         return self.linear_backward("dense", dh, dense_cache)                     # (B, T, H), grads

@@ -252,6 +252,28 @@ def _dgelu32_kernel(x, dy, dx, s, p):
     np.add(p, s, dx)
 
 
+_HALF32 = np.array(0.5, _f32)
+_TINY32 = np.array(2.0 ** -60, _f32)          # below this |x|, Phi(x) = 1/2 in float32
+
+
+def _dgelu32_from_y_kernel(x, y, dy, dx, s, p):
+    """dx = dy (Phi(x) + x phi(x)) with Phi(x) = y / x read off the forward's output y = x Phi(x):
+    9 passes instead of the 20 that recompute Phi.  Where |x| < 2^-60 (0 included, where y / x
+    is 0 / 0, and subnormals, where it loses bits) Phi is 1/2, its value there in float32."""
+    small = s.view(np.bool_)[s.size * 3:]           # the last quarter of s's bytes: s.size booleans
+    np.abs(x, p)
+    np.less(p, _TINY32, small)
+    np.divide(y, x, p)                              # p = Phi(x) = y / x ...
+    np.copyto(p, _HALF32, where=small)              # ... and 1/2 where x is tiny
+    np.multiply(x, x, s)                            # (small is overwritten here, no longer needed)
+    np.multiply(s, _MINUS_HALF32, s)                # s = -x^2 / 2
+    np.add(s, _LOG_INV_SQRT_2PI32, s)
+    np.exp(s, s)                                    # s = phi(x)
+    np.multiply(s, x, s)
+    np.add(p, s, p)                                 # p = Phi(x) + x phi(x)
+    np.multiply(p, dy, dx)
+
+
 def _gelu32(x):
     x = np.ascontiguousarray(x)
     y = np.empty_like(x)
@@ -270,6 +292,17 @@ def _dgelu32(dy, x, out=None):
     return _into(dx, out)
 
 
+def _dgelu32_y(dy, x, y, out=None):
+    x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+    dy = np.ascontiguousarray(dy, dtype=_f32)
+    if out is None or not (out.flags.c_contiguous and out.dtype == _f32 and out.shape == x.shape):
+        dx = np.empty_like(x)
+    else:
+        dx = out
+    _run_chunked(_dgelu32_from_y_kernel, 2, dx.reshape(-1), x.reshape(-1), y.reshape(-1), dy.reshape(-1))
+    return _into(dx, out)
+
+
 # ---------------------------------------------------------------------------
 # gelu (exact, erf-based), as torch.nn.functional.gelu(x)
 # ---------------------------------------------------------------------------
@@ -282,13 +315,20 @@ def gelu_forward(x):
     return x * _ndtr64(x), x                  # float64: Phi from erfc, ~1 ulp
 
 
-def gelu_backward(dy, cache, out=None):
+def gelu_backward(dy, cache, out=None, y=None):
     """dx = dy * (Phi(x) + x * phi(x)),  phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
 
     In the forward pass this was: y = x * Phi(x); Phi' = phi (docs/gelu.md).
+    y: optionally the forward's output, if the caller still holds it (BertIntermediate does):
+    in float32, Phi(x) is then read off as y / x instead of being computed again.
     """
     x = cache
     if x.dtype == np.float32:
+        if y is not None:
+            if not (isinstance(y, np.ndarray) and y.shape == x.shape and y.dtype == x.dtype):
+                raise ValueError(f"gelu_backward: y must be the forward's output, {x.dtype} {x.shape}, "
+                                 f"got {getattr(y, 'dtype', type(y).__name__)} {getattr(y, 'shape', '')}")
+            return _dgelu32_y(dy, x, y, out)
         return _dgelu32(dy, x, out)
     phi = _INV_SQRT_2PI * np.exp(-0.5 * (x * x))      # (...), the normal pdf
     return np.multiply(dy, _ndtr64(x) + x * phi, out=out)
