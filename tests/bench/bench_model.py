@@ -233,6 +233,10 @@ def main():
 
     env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2", MKL_NUM_THREADS="2",
                NPBERT_NUM_THREADS="2")
+    # torch's OpenMP threads (libgomp) spin after each of its ops; in one process, alternating,
+    # they took the cores of the next npbert run (measured: attn-floor 4x the GEMM floor, 1.06x
+    # with them passive).  Passive, they sleep when done, as npbert's and OpenBLAS's threads do.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     here = os.path.dirname(os.path.abspath(__file__))
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(here)) + os.pathsep + env.get("PYTHONPATH", "")
     common = [sys.executable, os.path.abspath(__file__), "--layers", str(args.layers), "--batch", str(args.batch),

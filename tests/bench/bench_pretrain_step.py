@@ -20,6 +20,9 @@ import time
 
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NPBERT_NUM_THREADS"):
     os.environ.setdefault(var, "2")
+# torch's OpenMP threads spin after each op and, alternating in one process, take the cores of
+# the next npbert run; passive, they sleep when done (see bench_model.py).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..", "..")]             # bench_train_step and the repository
 
