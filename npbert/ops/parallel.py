@@ -72,16 +72,8 @@ def parallel_for(work, n, wrap=None):
 # on one; npbert runs them on one BLAS thread each, in its own threads.
 
 def _find_openblas_setter():
-    try:
-        with open("/proc/self/maps") as f:
-            paths = set(re.findall(r"\S*openblas\S*\.so\S*", f.read()))
-    except OSError:
-        return None, None
-    for path in paths:
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
+    """(set_num_threads, get_num_threads) of the first loaded OpenBLAS that has them, or (None, None)."""
+    for lib in _openblas_libs(()):
         for suffix in ("", "64_"):
             for prefix in ("scipy_openblas_", "openblas_"):
                 setter = getattr(lib, f"{prefix}set_num_threads{suffix}", None)

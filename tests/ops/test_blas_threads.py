@@ -62,3 +62,20 @@ def test_gemms_after_the_pool_restarts_are_unchanged():
 def test_out_of_range_timeout(bad):
     with pytest.raises(ValueError, match="4..30"):
         parallel.set_blas_thread_timeout(bad)
+
+
+@pytest.mark.skipif(parallel._find_openblas_setter()[0] is None, reason="no OpenBLAS whose thread count can be set")
+def test_single_threaded_blas_sets_and_restores_the_thread_count():
+    setter, getter = parallel._find_openblas_setter()
+    before = getter()
+    setter(2)
+    try:
+        with parallel.single_threaded_blas():
+            assert getter() == 1
+        assert getter() == 2
+        with pytest.raises(RuntimeError):
+            with parallel.single_threaded_blas():
+                raise RuntimeError("inside")
+        assert getter() == 2                  # restored on the way out of an exception too
+    finally:
+        setter(before)
