@@ -30,10 +30,11 @@ class BertIntermediate(Module):
         which owns dout, passes it): one (B, T, I) array less at the backward's peak.
         The exact GELU reads Phi(h) off its output (gelu_backward's y=): the output then stays
         alive until here, one (B, T, I) array more at that point, half the GELU backward's time."""
+        out = dout if overwrite_dout else None
         if "out" in cache:
-            dh = gelu_backward(dout, cache["act"], out=dout if overwrite_dout else None, y=cache["out"])
+            dh = gelu_backward(dout, cache["act"], out=out, y=cache["out"])                 # (B, T, I)
         else:
-            dh = self.act_backward(dout, cache["act"], out=dout if overwrite_dout else None)   # (B, T, I)
+            dh = self.act_backward(dout, cache["act"], out=out)                            # (B, T, I)
         dense_cache = cache["dense"]
         self.release(cache)                      # the activation's (B, T, I) input goes before the GEMMs
         return self.linear_backward("dense", dh, dense_cache)                     # (B, T, H), grads
