@@ -258,8 +258,9 @@ _TINY32 = np.array(2.0 ** -60, _f32)          # below this |x|, Phi(x) = 1/2 in 
 
 def _dgelu32_from_y_kernel(x, y, dy, dx, s, p):
     """dx = dy (Phi(x) + x phi(x)) with Phi(x) = y / x read off the forward's output y = x Phi(x):
-    11 passes instead of the 23 that recompute Phi (docs/gelu.md).  Where |x| < 2^-60 (0 included, where y / x
-    is 0 / 0, and subnormals, where it loses bits) Phi is 1/2, its value there in float32."""
+    11 passes instead of the 23 that recompute Phi (docs/gelu.md).  Where |x| < 2^-60 (0
+    included, where y / x is 0 / 0, and subnormals, where it loses bits) Phi is 1/2, its value
+    there in float32."""
     small = s.view(np.bool_)[s.size * 3:]           # the last quarter of s's bytes: s.size booleans
     np.abs(x, p)
     np.less(p, _TINY32, small)
