@@ -15,6 +15,10 @@ it again after resizing).
 """
 import numpy as np
 
+from npbert.ops.embedding import embedding_forward
+from npbert.ops.linear import linear_forward
+
+from .embeddings import _as_int_array, _check_range
 from .module import Module
 
 
@@ -39,7 +43,9 @@ class Embedding:
         return self.weight.shape[1]
 
     def __call__(self, input_ids):
-        return self.weight[np.asarray(input_ids)]                  # (B, T) -> (B, T, H)
+        ids = _as_int_array("input_ids", input_ids)
+        _check_range("input_ids", ids, self.num_embeddings, f"the rows of {self.name}")   # torch: IndexError too
+        return embedding_forward(ids, self.weight)[0]              # (B, T) -> (B, T, H)
 
     def __repr__(self):
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
@@ -71,8 +77,7 @@ class Linear:
         return self.weight.shape[1]
 
     def __call__(self, x):
-        y = np.asarray(x) @ self.weight.T                           # (..., in) -> (..., out)
-        return y if self.bias is None else y + self.bias
+        return linear_forward(np.asarray(x), self.weight, self.bias)[0]   # (..., in) -> (..., out)
 
     def __repr__(self):
         return f"Linear(in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None})"

@@ -51,6 +51,11 @@ def test_get_input_embeddings_is_the_models_array():
     assert emb.weight is m.state.params["bert.embeddings.word_embeddings.weight"]
     assert (emb.num_embeddings, emb.embedding_dim, emb.padding_idx) == (40, 16, 0)
     np.testing.assert_array_equal(emb(np.array([[3, 4]])), emb.weight[[[3, 4]]])
+    for bad in ([[3, -1]], [[40]]):                   # a negative id would wrap around silently
+        with pytest.raises(IndexError, match=r"input_ids has values outside \[0, 40\)"):
+            emb(np.array(bad))
+    with pytest.raises(TypeError, match="integer"):
+        emb(np.array([[1.5]]))
 
 
 @pytest.mark.parametrize("mean_resizing", [True, False])
