@@ -14,7 +14,11 @@ ran the forward keeps them until its backward.
 A frozen parameter (`model.freeze(...)`, as torch's `requires_grad = False`) gets no gradient:
 the backward skips the GEMM or scatter that would compute it (`trainable`, `linear_backward`).
 """
+import threading
+
 from npbert.ops.linear import linear_input_grad, linear_param_grads
+
+_thread_rng = threading.local()      # .override: (state, generator) while a thread runs one part of a batch
 
 
 class ModelState:
@@ -26,11 +30,40 @@ class ModelState:
         self.params = {}         # name -> np.ndarray, in named_parameters() order
         self.inits = {}          # name -> "normal" | "zeros" | "ones" | ("embedding", padding_idx)
         self.training = False
-        self.rng = rng           # np.random.Generator for dropout
+        self.rng = rng           # np.random.Generator for dropout (see the property)
         self.release_caches = False   # set during a backward that may free each cache once used
         self.frozen = set()           # names of frozen parameters (model.freeze): no gradient computed
         self.need_inputs_embeds_grad = False   # True: compute model.inputs_embeds_grad even when all below is frozen
         self.keep_caches = True       # False in a forward under npbert.no_grad()
+
+    @property
+    def rng(self):
+        """The generator dropout draws from: the model's, or, in a thread running one part of
+        a batch (BertEncoder), that part's own (`part_rng`)."""
+        override = getattr(_thread_rng, "override", None)
+        if override is not None and override[0] is self:
+            return override[1]
+        return self._rng
+
+    @rng.setter
+    def rng(self, generator):
+        self._rng = generator
+
+    def part_rng(self, generator):
+        """Context manager: in this thread, dropout draws from `generator` until the block ends."""
+        return _PartRng(self, generator)
+
+
+class _PartRng:
+    def __init__(self, state, generator):
+        self.state, self.generator = state, generator
+
+    def __enter__(self):
+        self.before = getattr(_thread_rng, "override", None)
+        _thread_rng.override = (self.state, self.generator)
+
+    def __exit__(self, *exc):
+        _thread_rng.override = self.before
 
 
 class Module:

@@ -105,9 +105,11 @@ def test_offsets_are_spans_of_the_tokens(tokenizers, text, option):
         under = text[s:e]
         if token in specials and under == token:
             continue
-        piece = token[2:] if token.startswith("##") else token
+        # "##x" is a continuation piece "x", or, without basic tokenization, the first piece of a
+        # word that itself starts with "##" (the word "##aaa" -> "##aa", "##a")
+        pieces = {token[2:], token} if token.startswith("##") else {token}
         normalised = ["".join(n.tokenize(under, never_split=specials)) for n in normalisers]
-        assert _fold_final_sigma(piece) in [_fold_final_sigma(n) for n in normalised], (token, under)
+        assert any(_fold_final_sigma(p) in [_fold_final_sigma(n) for n in normalised] for p in pieces), (token, under)
 
 
 @SETTINGS
