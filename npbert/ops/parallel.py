@@ -86,12 +86,17 @@ def _find_openblas_setter():
 
 
 _blas = None
+_blas_lock = threading.Lock()
+_blas_users = [0, None]                # blocks open now (any thread), the thread count before the first
 
 
 @contextlib.contextmanager
 def single_threaded_blas():
     """Within the block, OpenBLAS computes each GEMM on the calling thread alone.
-    Without an OpenBLAS whose thread count can be set, a no-op."""
+    Without an OpenBLAS whose thread count can be set, a no-op.
+
+    OpenBLAS's thread count is one setting for the whole process, so blocks open in several
+    threads at once share it: the first to enter saves the count, the last to leave restores it."""
     global _blas
     if _blas is None:
         _blas = _find_openblas_setter()
@@ -99,12 +104,18 @@ def single_threaded_blas():
     if setter is None:
         yield
         return
-    before = getter()
-    setter(1)
+    with _blas_lock:
+        if _blas_users[0] == 0:
+            _blas_users[1] = getter()
+            setter(1)
+        _blas_users[0] += 1
     try:
         yield
     finally:
-        setter(before)
+        with _blas_lock:
+            _blas_users[0] -= 1
+            if _blas_users[0] == 0:
+                setter(_blas_users[1])
 
 
 # ---- OpenBLAS's idle threads ----------------------------------------------------------------

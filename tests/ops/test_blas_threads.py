@@ -79,3 +79,40 @@ def test_single_threaded_blas_sets_and_restores_the_thread_count():
         assert getter() == 2                  # restored on the way out of an exception too
     finally:
         setter(before)
+
+
+@pytest.mark.skipif(parallel._find_openblas_setter()[0] is None, reason="no OpenBLAS whose thread count can be set")
+def test_single_threaded_blas_blocks_overlapping_in_two_threads():
+    """A enters, B enters, A leaves, B leaves: BLAS stays on one thread until B leaves and then
+    gets its count back (restoring on each exit would leave it at 1 for good: B saw 1 on entry)."""
+    import threading
+    setter, getter = parallel._find_openblas_setter()
+    before = getter()
+    setter(2)
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def a():
+        with parallel.single_threaded_blas():
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def b():
+        a_in.wait(10)
+        with parallel.single_threaded_blas():
+            b_in.set()
+            a_out.wait(10)
+            seen["after A left"] = getter()
+
+    try:
+        threads = [threading.Thread(target=a), threading.Thread(target=b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        assert a_out.is_set() and b_in.is_set()
+        assert seen["after A left"] == 1
+        assert getter() == 2
+    finally:
+        setter(before)
