@@ -4,6 +4,7 @@
 """
 import numpy as np
 
+from npbert.ops.dropout import substream
 from npbert.ops.parallel import parallel_for, side_by_side
 
 from .attention import BertAttention
@@ -90,7 +91,7 @@ class BertEncoder(Module):
         if not self.state.training:
             return [None] * n
         seed = int(self.state.rng.bit_generator.random_raw())
-        return [np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, k]))) for k in range(n)]
+        return [np.random.Generator(substream(seed, k)) for k in range(n)]
 
     def _forward_layers(self, hidden_states, attention_mask, head_mask, output_hidden_states, output_attentions):
         all_hidden_states = [hidden_states] if output_hidden_states else None

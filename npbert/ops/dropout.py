@@ -58,6 +58,13 @@ def _masked_scale(x, keep, scale):
     return y
 
 
+def substream(seed, k):
+    """Bit generator k of the family seeded by `seed` (one 64-bit draw of a caller's generator):
+    PCG64(SeedSequence([seed, k])).  A large mask's pieces draw from these, and so do the
+    encoder's batch halves (modeling/encoder.py)."""
+    return np.random.PCG64(np.random.SeedSequence([seed, k]))
+
+
 def keep_mask(rng, shape, p):
     """Boolean (shape) mask, True with probability 1 - p: raw uint32 draws u >= round(p 2^32)."""
     n = int(np.prod(shape))
@@ -72,7 +79,7 @@ def keep_mask(rng, shape, p):
     def pieces(first, last):                                      # pieces [first, last)
         for k in range(first, last):
             lo, hi = k * _PIECE, min(n, (k + 1) * _PIECE)
-            raw = np.random.PCG64(np.random.SeedSequence([seed, k])).random_raw((hi - lo + 1) // 2)
+            raw = substream(seed, k).random_raw((hi - lo + 1) // 2)
             np.greater_equal(raw.view(np.uint32)[:hi - lo], threshold, out=keep[lo:hi])
     parallel_for(pieces, -(-n // _PIECE))
     return keep.reshape(shape)
