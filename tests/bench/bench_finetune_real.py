@@ -113,17 +113,12 @@ def run_alternating(task, path, args, kind):
     npbert epoch 1, torch epoch 1, ..., npbert evaluates, torch evaluates.  So a change in the
     machine's load falls on both sides alike.  Returns (npbert metrics, torch metrics, npbert
     seconds, torch seconds)."""
+    from torch_side import take_turn
     clock = {"torch": 0.0}
     torch_side = torch_run(task, path, args, kind)
 
     def torch_turn():
-        t = time.perf_counter()
-        try:
-            next(torch_side)
-        except StopIteration as done:
-            clock["torch"] += time.perf_counter() - t
-            return done.value
-        clock["torch"] += time.perf_counter() - t
+        return take_turn(torch_side, clock, "torch")[1]
 
     t0 = time.perf_counter()
     trainer = npbert_trainer(task, path, args)

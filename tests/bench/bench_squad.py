@@ -15,7 +15,6 @@ epoch by epoch so that the shared machine's changing load falls on both alike.
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # npbert of this checkout
 
@@ -143,17 +142,14 @@ def main():
     # npbert evaluates, torch evaluates; each side's time is the sum of its turns.
     runs = {name: run(model_dir, task, plan, args) for name, run in (("npbert", run_npbert), ("torch", run_torch))
             if not args.only or name == args.only}
+    from torch_side import take_turn
     seconds, logits = dict.fromkeys(runs, 0.0), {}
     while len(logits) < len(runs):
         for name, run in runs.items():
-            if name in logits:
-                continue
-            t0 = time.perf_counter()
-            try:
-                next(run)
-            except StopIteration as done:
-                logits[name] = done.value
-            seconds[name] += time.perf_counter() - t0
+            if name not in logits:
+                done, value = take_turn(run, seconds, name)
+                if done:
+                    logits[name] = value
     results = {}
     for name in runs:
         metrics = task.compute_metrics(argparse.Namespace(predictions=logits[name], label_ids=None))
