@@ -57,11 +57,26 @@ def padded_batch():
         lambda x: (x["input_ids"], x["token_type_ids"], x["attention_mask"]))
 
 
+@st.composite
+def batch_with_padding(draw):
+    """(ids, types, mask) with T >= 2, position 0 of every row kept (the pooler reads it) and at
+    least one padded position, so by construction: filtering padded_batch() for these threw away
+    most draws (one-token sequences are common there), and Hypothesis's filter_too_much health
+    check failed the test now and then (about one run in eight)."""
+    B, T = draw(st.integers(1, 3)), draw(st.integers(2, 6))
+    mask = draw(nt.attention_masks(B, T))
+    mask[:, 0] = 1                                        # position 0 (the pooler's) kept
+    mask[draw(st.integers(0, B - 1)), draw(st.integers(1, T - 1))] = 0    # something padded
+    ids = draw(arrays(np.int64, (B, T), elements=st.integers(0, V - 1)))
+    types = draw(arrays(np.int64, (B, T), elements=st.integers(0, TYPES - 1)))
+    return ids, types, mask
+
+
 @MODEL_SETTINGS
-@given(padded_batch(), st.integers(0, 2 ** 32 - 1))
+@given(batch_with_padding(), st.integers(0, 2 ** 32 - 1))
 def test_ids_under_padding_do_not_change_unpadded_outputs(batch, seed):
     ids, types, mask = batch
-    assume((mask == 0).any() and mask[:, 0].all())        # something padded; position 0 (the pooler's) kept
+    assert (mask == 0).any() and mask[:, 0].all()         # what the strategy promises
     rng = np.random.default_rng(seed)
     ids2, types2 = ids.copy(), types.copy()
     ids2[mask == 0] = rng.integers(0, V, size=int((mask == 0).sum()))
