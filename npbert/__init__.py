@@ -4,6 +4,7 @@ Forward and hand-written backward equal to transformers, a WordPiece tokenizer e
 Python BertTokenizer, checkpoints in and out with no framework.  Names follow transformers.
 """
 from npbert.config import BertConfig
+from npbert.paths import get_path, set_path, using_path
 from npbert.modeling import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction,
                              BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
                              BertForTokenClassification, BertLMHeadModel, BertModel, BertPreTrainedModel,
@@ -15,7 +16,7 @@ from npbert import optim, training, data  # noqa: E402  (npbert.optim.AdamW, npb
 __version__ = "0.1.0"
 
 __all__ = [
-    "BertConfig", "BertTokenizer", "no_grad", "BertModel", "BertPreTrainedModel", "BertForPreTraining",
+    "get_path", "set_path", "using_path", "BertConfig", "BertTokenizer", "no_grad", "BertModel", "BertPreTrainedModel", "BertForPreTraining",
     "BertForMaskedLM", "BertForNextSentencePrediction", "BertLMHeadModel", "BertForSequenceClassification",
     "BertForTokenClassification", "BertForMultipleChoice", "BertForQuestionAnswering",
 ]
