@@ -3,8 +3,6 @@
     tok.encode_plus(text, text_pair=None, **kw)         one example  -> BatchEncoding
     tok.batch_encode_plus(texts_or_pairs, **kw)         a batch      -> BatchEncoding
     tok(words, is_split_into_words=True).word_ids()     token -> index of its word (NER alignment)
-    tok.pad(features, padding=True, return_tensors=...) pad encodings made without padding
-    tok.tokenize(text, add_special_tokens=True)         with [CLS] ... [SEP]
 
 `word_ids()` is what transformers' fast (Rust) tokenizers give: None for [CLS], [SEP] and
 padding; for words given by the caller (`is_split_into_words=True`) the index of the word a
@@ -44,15 +42,6 @@ def word_ids_from_offsets(offsets):
 class TokenizerExtras:
     """Mixed into BertTokenizer."""
 
-    def tokenize(self, text, pair=None, add_special_tokens=False):
-        """Text -> WordPiece tokens; with `add_special_tokens=True` as the model sees them:
-        [CLS] A [SEP] (B [SEP])."""
-        tokens = self._tokenize(text)
-        if not add_special_tokens:
-            return tokens + (self._tokenize(pair) if pair is not None else [])
-        out = [self.cls_token] + tokens + [self.sep_token]
-        return out + (self._tokenize(pair) + [self.sep_token] if pair is not None else [])
-
     def encode_plus(self, text, text_pair=None, **kwargs):
         """One text or pair (a str, a list of ids, or a list of words with
         is_split_into_words=True) -> BatchEncoding, as `tok(text, text_pair, **kwargs)`."""
@@ -72,37 +61,6 @@ class TokenizerExtras:
         if "text_pair" in kwargs:
             raise TypeError("batch_encode_plus takes the pairs inside its list: [(text, text_pair), ...]")
         return self(list(batch_text_or_text_pairs), **kwargs)
-
-    def pad(self, encoded_inputs, padding=True, max_length=None, pad_to_multiple_of=None, padding_side=None,
-            return_attention_mask=None, return_tensors=None, verbose=True):
-        """Pad encodings made without padding, as transformers' `pad`: `encoded_inputs` is a
-        BatchEncoding / dict of lists (one example, or a batch of rows), or a list of such dicts
-        (what a DataLoader collates).  Pads input_ids with pad_token_id, token_type_ids with 0,
-        attention_mask with 0 (adding it when absent), special_tokens_mask with 1."""
-        from npbert.tokenization.tokenizer import BatchEncoding
-
-        if isinstance(encoded_inputs, (list, tuple)):
-            if not encoded_inputs or not all(isinstance(e, dict) for e in encoded_inputs):
-                raise ValueError("pad() takes a dict of lists or a non-empty list of dicts (one per example)")
-            keys = list(encoded_inputs[0])
-            missing = [i for i, e in enumerate(encoded_inputs) if set(e) != set(keys)]
-            if missing:
-                raise ValueError(f"pad(): example {missing[0]} has keys {sorted(encoded_inputs[missing[0]])}, "
-                                 f"example 0 has {sorted(keys)}")
-            encoded_inputs = {k: [e[k] for e in encoded_inputs] for k in keys}
-        if "input_ids" not in encoded_inputs:
-            raise ValueError(f"pad() needs input_ids; got the keys {sorted(encoded_inputs)}")
-        encoded = {k: (v.tolist() if hasattr(v, "tolist") else list(v)) for k, v in encoded_inputs.items()}
-        strategy, _, max_length = self._get_padding_truncation_strategies(
-            padding, False, max_length, pad_to_multiple_of, verbose)
-        if return_attention_mask is None:
-            return_attention_mask = "attention_mask" in self.model_input_names
-        options = dict(padding_strategy=strategy, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of,
-                       padding_side=padding_side, return_attention_mask=return_attention_mask)
-        ids = encoded["input_ids"]
-        if ids and isinstance(ids[0], (list, tuple)):
-            return self._to_batch_encoding(self._pad_batch(encoded, **options), return_tensors, batch_axis=False)
-        return self._to_batch_encoding(self._pad_single(encoded, **options), return_tensors, batch_axis=True)
 
     def _word_ids_from_tokens(self, rows):
         """word_ids() of text: a token that does not start with "##" starts a word; [CLS],

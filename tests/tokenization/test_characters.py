@@ -5,7 +5,7 @@ import unicodedata
 
 import pytest
 
-from npbert.tokenization.basic import (
+from npbert.tokenization.chars import (
     CJK, PUNCT, REMOVED, SEPARATOR_CHARS, SPACE, char_kind, is_chinese_char, is_control, is_punctuation,
     is_whitespace, strip_accents,
 )
@@ -74,7 +74,7 @@ def test_only_dotted_capital_i_changes_length_when_lowered():
 # the single-pass tokenizer cuts the text with, and every range end inside a word.
 
 def test_the_tokenizers_cjk_class_is_exactly_the_kept_ideographs():
-    from npbert.tokenization.tokenizer import _CJK_CLASS
+    from npbert.tokenization.fast import _CJK_CLASS
     import re
 
     cjk = re.compile(f"[{_CJK_CLASS}]")
@@ -83,7 +83,7 @@ def test_the_tokenizers_cjk_class_is_exactly_the_kept_ideographs():
 
 
 def _range_end_chars():
-    from npbert.tokenization.basic import CJK_RANGES
+    from npbert.tokenization.chars import CJK_RANGES
 
     ends = {cp for lo, hi in CJK_RANGES for cp in (lo - 1, lo, lo + 1, hi - 1, hi, hi + 1)}
     inside_removed = {cp for lo, hi in CJK_RANGES for cp in range(lo, hi + 1) if is_control(chr(cp))}

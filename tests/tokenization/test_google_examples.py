@@ -4,7 +4,7 @@ vocabularies, expected tokens written out by hand."""
 import pytest
 
 from npbert.tokenization import BasicTokenizer, BertTokenizer, WordpieceTokenizer
-from npbert.tokenization.basic import is_control, is_punctuation, is_whitespace
+from npbert.tokenization.chars import is_control, is_punctuation, is_whitespace
 
 from tokhelpers import write_vocab
 

@@ -1,0 +1,267 @@
+"""`tokenizer(text, text_pair, ...)` and `encode`: texts -> ids, [CLS] A [SEP] (B [SEP]),
+truncated and padded, as transformers' `PreTrainedTokenizerBase.__call__` and
+`prepare_for_model` (here `_encode_one`)."""
+import logging
+
+import numpy as np
+
+from npbert.tokenization.encoding import to_batch_encoding
+from npbert.tokenization.extras import Words, as_words, word_ids_from_offsets
+
+logger = logging.getLogger(__name__)
+
+
+class EncodeMixin:
+    """Mixed into BertTokenizer; uses its `_encode_text`, special-token helpers and
+    PaddingTruncationMixin."""
+
+    def __call__(
+        self,
+        text=None,
+        text_pair=None,
+        add_special_tokens=True,
+        padding=False,
+        truncation=None,
+        max_length=None,
+        stride=0,
+        pad_to_multiple_of=None,
+        padding_side=None,
+        return_tensors=None,
+        return_token_type_ids=None,
+        return_attention_mask=None,
+        return_overflowing_tokens=False,
+        return_special_tokens_mask=False,
+        return_offsets_mapping=False,
+        return_length=False,
+        verbose=True,
+        is_split_into_words=False,
+    ):
+        """Encode one text, a pair, a batch of texts or a batch of pairs.
+
+        `text` is a str (or a list of ids), or a list of them (a batch); a batch
+        item may also be a `(text, text_pair)` tuple. `text_pair` mirrors `text`.
+        Returns a BatchEncoding with `input_ids`, `attention_mask` (by default),
+        and `token_type_ids`, `special_tokens_mask`, `offset_mapping`,
+        `overflowing_tokens` / `num_truncated_tokens`, `length` when asked for.
+        With `return_tensors="np"` the values are int64 arrays `[B, T]`
+        (`offset_mapping`: `[B, T, 2]`); a single text gets B = 1.
+        """
+        if text is None:
+            raise ValueError("You need to specify `text`.")
+        if is_split_into_words:
+            # Words given by the caller: each word is tokenized alone, and the pipeline carries
+            # (w, w + 1) in place of character offsets so that word_ids() follows truncation.
+            if return_offsets_mapping:
+                raise ValueError("return_offsets_mapping with is_split_into_words=True is not supported; "
+                                 "use word_ids() to map tokens to the given words")
+            enc = self(as_words(text), as_words(text_pair), add_special_tokens, padding, truncation, max_length,
+                       stride, pad_to_multiple_of, padding_side, None, return_token_type_ids,
+                       return_attention_mask, return_overflowing_tokens, return_special_tokens_mask, True,
+                       return_length, verbose)
+            spans = enc.pop("offset_mapping")
+            word_ids = word_ids_from_offsets([spans] if not _is_batch(text[0] if text else "") else spans)
+            enc = to_batch_encoding(dict(enc), return_tensors, batch_axis=not _is_batch(text[0] if text else ""))
+            enc._word_ids = word_ids
+            return enc
+        if return_tensors not in (None, "np"):
+            raise ValueError(f"return_tensors={return_tensors!r}: npbert returns lists (None) or NumPy arrays ('np').")
+        if padding_side not in (None, "left", "right"):
+            raise ValueError(f"padding_side should be 'left' or 'right', got {padding_side!r}")
+        padding_strategy, truncation_strategy, max_length = self._get_padding_truncation_strategies(
+            padding, truncation, max_length, pad_to_multiple_of, verbose
+        )
+        if return_attention_mask is None:
+            return_attention_mask = "attention_mask" in self.model_input_names
+        options = dict(
+            add_special_tokens=add_special_tokens,
+            truncation_strategy=truncation_strategy,
+            max_length=max_length,
+            stride=stride,
+            return_token_type_ids=return_token_type_ids,
+            return_overflowing_tokens=return_overflowing_tokens,
+            return_special_tokens_mask=return_special_tokens_mask,
+            return_offsets_mapping=return_offsets_mapping,
+            verbose=verbose,
+        )
+        pad_options = dict(
+            padding_strategy=padding_strategy,
+            max_length=max_length,
+            pad_to_multiple_of=pad_to_multiple_of,
+            padding_side=padding_side,
+            return_attention_mask=return_attention_mask,
+        )
+
+        if not _is_batch(text):
+            if text_pair is not None and _is_batch(text_pair):
+                raise ValueError("`text` is a single text but `text_pair` is a batch.")
+            encoded = self._encode_one(text, text_pair, return_tensors=return_tensors, **options)
+            if padding_strategy != "do_not_pad" or return_attention_mask:
+                self._pad_single(encoded, **pad_options)
+            if return_length:
+                encoded["length"] = len(encoded["input_ids"])
+            return self._with_word_ids(to_batch_encoding(encoded, return_tensors, batch_axis=True),
+                                       [encoded["input_ids"]])
+
+        if text_pair is not None and (not _is_batch(text_pair) or len(text_pair) != len(text)):
+            raise ValueError("If `text` is a batch, `text_pair` must also be a batch of the same length.")
+        if len(text) == 0:
+            raise ValueError("Got an empty batch: there is nothing to encode.")
+        pairs = text_pair if text_pair is not None else [None] * len(text)
+        rows = []
+        for item, pair in zip(text, pairs):
+            if pair is None and isinstance(item, (list, tuple)) and item and not isinstance(item[0], (int, np.integer)):
+                if len(item) == 2:
+                    item, pair = item
+                elif len(item) == 1:
+                    item = item[0]
+                else:
+                    raise ValueError(f"Expected a pair of sequences, got {len(item)} sequences.")
+            row = self._encode_one(item, pair, return_tensors=None, **options)
+            if return_length:
+                row["length"] = len(row["input_ids"])
+            rows.append(row)
+
+        overflow_keys = ("overflowing_tokens", "num_truncated_tokens")
+        batch = {key: [row[key] for row in rows] for key in rows[0] if key not in overflow_keys}
+        if any("overflowing_tokens" in row for row in rows) and not return_tensors:
+            # (transformers' Python tokenizer drops these with tensors, and
+            # fails with an AssertionError when only some rows overflow: npbert
+            # gives the others [] and 0.)
+            batch["overflowing_tokens"] = [row.get("overflowing_tokens", []) for row in rows]
+            batch["num_truncated_tokens"] = [row.get("num_truncated_tokens", 0) for row in rows]
+        batch = self._pad_batch(batch, **pad_options)
+        return self._with_word_ids(to_batch_encoding(batch, return_tensors, batch_axis=False),
+                                   batch["input_ids"])
+
+    def _with_word_ids(self, encoding, rows):
+        encoding._word_ids = self._word_ids_from_tokens(rows)
+        return encoding
+
+    def encode(
+        self,
+        text,
+        text_pair=None,
+        add_special_tokens=True,
+        padding=False,
+        truncation=None,
+        max_length=None,
+        stride=0,
+        padding_side=None,
+        return_tensors=None,
+    ):
+        """Text (or pair) -> input_ids: `self(text, ...)["input_ids"]`."""
+        return self(
+            text,
+            text_pair,
+            add_special_tokens=add_special_tokens,
+            padding=padding,
+            truncation=truncation,
+            max_length=max_length,
+            stride=stride,
+            padding_side=padding_side,
+            return_tensors=return_tensors,
+            return_attention_mask=False,
+        )["input_ids"]
+
+    def _ids_of(self, text, with_offsets):
+        """One sequence (str, or list of ids) -> (ids, offsets or None)."""
+        if isinstance(text, str):
+            return self._encode_text(text, with_offsets)
+        if isinstance(text, Words):
+            ids, spans = [], []
+            for w, word in enumerate(text.words):
+                word_ids = self._encode_text(word, False)[0]
+                ids += word_ids
+                spans += [(w, w + 1)] * len(word_ids)
+            return ids, (spans if with_offsets else None)
+        if isinstance(text, (list, tuple)) and text and all(isinstance(i, (int, np.integer)) for i in text):
+            if with_offsets:
+                raise ValueError("return_offsets_mapping needs text, not a list of ids.")
+            return [int(i) for i in text], None
+        raise ValueError(f"Input must be a string (or a list of token ids), got {type(text).__name__}: {text!r:.80}")
+
+    def _encode_one(
+        self,
+        text,
+        text_pair,
+        add_special_tokens,
+        truncation_strategy,
+        max_length,
+        stride,
+        return_tensors,
+        return_token_type_ids,
+        return_overflowing_tokens,
+        return_special_tokens_mask,
+        return_offsets_mapping,
+        verbose,
+    ):
+        """One text or pair -> dict of lists, truncated, not padded
+        (transformers' `prepare_for_model`)."""
+        ids, offsets = self._ids_of(text, return_offsets_mapping)
+        pair = text_pair is not None
+        pair_ids, pair_offsets = self._ids_of(text_pair, return_offsets_mapping) if pair else (None, None)
+
+        if return_overflowing_tokens and truncation_strategy == "longest_first" and pair:
+            raise ValueError(
+                "Not possible to return overflowing tokens for pair of sequences with the "
+                "`longest_first`. Please select another truncation strategy than `longest_first`, "
+                "for instance `only_second` or `only_first`."
+            )
+        if return_token_type_ids is None:
+            return_token_type_ids = "token_type_ids" in self.model_input_names
+
+        num_special = self.num_special_tokens_to_add(pair) if add_special_tokens else 0
+        total_len = len(ids) + (len(pair_ids) if pair else 0) + num_special
+        overflowing = []
+        if truncation_strategy != "do_not_truncate" and max_length and total_len > max_length:
+            if max_length < num_special:
+                raise ValueError(
+                    f"max_length={max_length} cannot hold the {num_special} special tokens "
+                    f"({'[CLS] A [SEP] B [SEP]' if pair else '[CLS] A [SEP]'}); use max_length >= {num_special}."
+                )
+            keep, keep_pair, (overflow, overflow_pair) = self._truncation_plan(
+                len(ids), len(pair_ids) if pair else None, total_len - max_length, truncation_strategy, stride
+            )
+            overflowing = [ids[i] for i in overflow] + ([pair_ids[i] for i in overflow_pair] if pair else [])
+            ids = ids[keep]
+            offsets = offsets[keep] if offsets is not None else None
+            if pair:
+                pair_ids = pair_ids[keep_pair]
+                pair_offsets = pair_offsets[keep_pair] if pair_offsets is not None else None
+
+        if add_special_tokens:
+            input_ids = self.build_inputs_with_special_tokens(ids, pair_ids)
+            token_type_ids = self.create_token_type_ids_from_sequences(ids, pair_ids)
+        else:
+            input_ids = ids + (pair_ids if pair else [])
+            token_type_ids = [0] * len(input_ids)
+
+        encoded = {"input_ids": input_ids}
+        if return_token_type_ids:
+            encoded["token_type_ids"] = token_type_ids
+        if return_special_tokens_mask:
+            encoded["special_tokens_mask"] = (
+                self.get_special_tokens_mask(ids, pair_ids) if add_special_tokens else [0] * len(input_ids)
+            )
+        if return_offsets_mapping:
+            none = [(0, 0)] if add_special_tokens else []
+            encoded["offset_mapping"] = none + offsets + none + ((pair_offsets + none) if pair else [])
+        if return_overflowing_tokens and not return_tensors and overflowing:
+            encoded["overflowing_tokens"] = overflowing
+            encoded["num_truncated_tokens"] = total_len - max_length if max_length else 0
+
+        if max_length is None and len(input_ids) > self.model_max_length and verbose and not self._warned_too_long:
+            logger.warning(
+                "Token indices sequence length is longer than the specified maximum sequence length "
+                f"for this model ({len(input_ids)} > {self.model_max_length}). Running this sequence through "
+                "the model will result in indexing errors"
+            )
+            self._warned_too_long = True
+        return encoded
+
+
+def _is_batch(text):
+    """A list/tuple of texts (or of pairs, or of id lists) rather than one text."""
+    return isinstance(text, (list, tuple)) and (
+        not text or isinstance(text[0], (str, list, tuple, Words))
+    )

@@ -1,0 +1,296 @@
+"""A tokenizer directory: `vocab.txt` and `tokenizer_config.json`, read with checks, written whole.
+
+    load_vocab(vocab_file)                   vocab.txt -> {token: id}, as transformers reads it
+    BertTokenizer.from_pretrained(dir)       vocab.txt + tokenizer_config.json (+ special_tokens_map.json)
+    tok.save_pretrained(dir)                 both files, each through a temporary file + rename
+    tok.save_vocabulary(dir)                 vocab.txt alone
+
+A file that cannot be what it claims (not UTF-8, not a JSON object, a field of the wrong type, an
+empty vocabulary, a special token the vocabulary lacks) stops with a ValueError naming the file,
+the line or field, and what is wrong.  Nothing in a file is executed.
+"""
+import contextlib
+import io
+import json
+import os
+import re
+
+from npbert.io._atomic import atomic_write
+
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+ADDED_TOKENS_FILE = "added_tokens.json"
+
+SPECIAL_TOKEN_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+# from_pretrained keywords that only concern downloading from a model hub: accepted, no effect
+# offline (npbert reads local directories only).  `use_fast`: npbert has one tokenizer, whose
+# fast path is chosen by npbert.set_path; `from_tf`: a tokenizer has no TensorFlow weights;
+# `trust_remote_code`: npbert never runs code from a checkpoint.
+HUB_ONLY_KEYWORDS = ("cache_dir", "force_download", "local_files_only", "revision", "proxies", "token",
+                     "use_auth_token", "resume_download", "trust_remote_code", "use_fast", "from_tf",
+                     "_from_pipeline", "_commit_hash")
+
+_NEWLINE = re.compile("\r\n|\r|\n")
+
+
+def _decode_utf8(data, path):
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = len(_NEWLINE.findall(data[: error.start].decode("utf-8"))) + 1
+        raise ValueError(f"{path}, line {line}: not UTF-8 text (byte 0x{data[error.start]:02x} at byte offset "
+                         f"{error.start}); save the file as UTF-8") from None
+
+
+def read_vocab_lines(vocab_file):
+    """vocab.txt -> its tokens, one per line (line i is id i).
+
+    Lines end at "\\n", "\\r\\n" or "\\r" (universal newlines); only the line end is removed, so a
+    token keeps any other trailing whitespace, as transformers reads it.
+    """
+    vocab_file = os.fspath(vocab_file)
+    if not os.path.isfile(vocab_file):
+        raise ValueError(f"Can't find a vocabulary file at path '{vocab_file}'.")
+    with open(vocab_file, "rb") as f:
+        text = _decode_utf8(f.read(), vocab_file)
+    lines = [line.rstrip("\n") for line in io.StringIO(text, newline=None)]
+    if not lines:
+        raise ValueError(f"The vocabulary file '{vocab_file}' is empty: it must hold one token per line.")
+    return lines
+
+
+def load_vocab(vocab_file):
+    """vocab.txt -> dict token -> id (the line number).  A repeated token keeps the id of its
+    last line."""
+    return {token: index for index, token in enumerate(read_vocab_lines(vocab_file))}
+
+
+def read_json_object(path):
+    """A JSON file holding an object -> dict, or a ValueError naming the file and the problem."""
+    with open(path, "rb") as f:
+        text = _decode_utf8(f.read(), path)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}, line {error.lineno} column {error.colno}: not valid JSON ({error.msg})") from None
+    except (ValueError, RecursionError) as error:   # a number of 5000 digits, nesting 1000 deep
+        raise ValueError(f"{path}: cannot be read as JSON ({error})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} must hold a JSON object ({{\"do_lower_case\": true, ...}}); it holds "
+                         f"{_json_kind(value)}")
+    return value
+
+
+def _json_kind(value):
+    kinds = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
+def token_content(value):
+    """A token as written in a config: "[UNK]" or {"content": "[UNK]", ...} -> "[UNK]"."""
+    if isinstance(value, dict) and "content" in value:
+        return value["content"]
+    return value
+
+
+def _is_token(value, optional):
+    return isinstance(token_content(value), str) or (optional and value is None)
+
+
+def _is_str_list(value):
+    return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+
+
+# option -> (is the value acceptable?, what it must be)
+_OPTION_TYPES = {
+    "do_lower_case": (lambda v: isinstance(v, bool), "true or false"),
+    "tokenize_chinese_chars": (lambda v: isinstance(v, bool), "true or false"),
+    "do_basic_tokenize": (lambda v: isinstance(v, bool), "true or false"),
+    "clean_up_tokenization_spaces": (lambda v: isinstance(v, bool), "true or false"),
+    "strip_accents": (lambda v: v is None or isinstance(v, bool), "null, true or false"),
+    "never_split": (lambda v: v is None or _is_str_list(v) or (isinstance(v, set) and _is_str_list(list(v))),
+                    "null or a list of strings"),
+    "model_input_names": (_is_str_list, "a list of strings"),
+    "additional_special_tokens": (lambda v: isinstance(v, (list, tuple)) and all(_is_token(t, False) for t in v),
+                                  "a list of tokens (strings)"),
+    "padding_side": (lambda v: v in ("right", "left"), "'right' or 'left'"),
+    "truncation_side": (lambda v: v in ("right", "left"), "'right' or 'left'"),
+    "model_max_length": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                 and v == v and v >= 1 and float(v).is_integer()),
+                         "a positive whole number"),
+    "max_input_chars_per_word": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                                 "a positive whole number"),
+    "unk_token": (lambda v: _is_token(v, False), "a token (a string)"),
+    "sep_token": (lambda v: _is_token(v, False), "a token (a string)"),
+    "cls_token": (lambda v: _is_token(v, False), "a token (a string)"),
+    "pad_token": (lambda v: _is_token(v, True), "a token (a string) or null"),
+    "mask_token": (lambda v: _is_token(v, True), "a token (a string) or null"),
+}
+
+
+def check_options(options, where):
+    """Raise a ValueError naming `where` and the field whose value has the wrong type."""
+    for name, value in options.items():
+        check = _OPTION_TYPES.get(name)
+        if check is not None and not check[0](value):
+            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+            raise ValueError(f"{where}: {name!r} must be {check[1]}, got {shown}")
+
+
+class PretrainedFilesMixin:
+    """from_pretrained / save_pretrained / save_vocabulary for BertTokenizer."""
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *init_inputs, subfolder="", **kwargs):
+        """Read `vocab.txt` and, when present, `tokenizer_config.json` (and the legacy
+        `special_tokens_map.json`) from a local directory.  Keyword arguments override the files.
+
+        `subfolder` is a folder inside the directory.  The keywords that only concern a model hub
+        (`cache_dir`, `force_download`, `local_files_only`, `revision`, `proxies`, `token`,
+        `trust_remote_code`, `use_fast`, `from_tf`, ...) are accepted and have no effect offline.
+        """
+        if init_inputs:
+            raise TypeError("BertTokenizer.from_pretrained takes the directory and keyword arguments only")
+        for name in HUB_ONLY_KEYWORDS:
+            kwargs.pop(name, None)
+        path = os.path.join(os.fspath(pretrained_model_name_or_path), subfolder) if subfolder \
+            else os.fspath(pretrained_model_name_or_path)
+        if not os.path.isdir(path):
+            raise ValueError(_not_a_directory(path))
+        vocab_file = os.path.join(path, VOCAB_FILE)
+        if not os.path.isfile(vocab_file):
+            other = [f for f in ("tokenizer.json", "spiece.model", "vocab.json") if os.path.isfile(os.path.join(path, f))]
+            hint = f" (it has {', '.join(other)}: npbert reads BERT's vocab.txt)" if other else ""
+            raise ValueError(f"Can't find a vocabulary file at path '{vocab_file}'{hint}.")
+
+        config_file = os.path.join(path, TOKENIZER_CONFIG_FILE)
+        config = read_json_object(config_file) if os.path.isfile(config_file) else {}
+        added = config.pop("added_tokens_decoder", None)
+        map_file = os.path.join(path, SPECIAL_TOKENS_MAP_FILE)
+        if added is None and os.path.isfile(map_file):
+            config.update(read_json_object(map_file))
+            config_file = f"{config_file} / {map_file}"
+        extra = config.pop("extra_special_tokens", None)
+        if isinstance(extra, dict):          # transformers 5 may write {} or {name: token}
+            extra = list(extra.values())
+        if extra and "additional_special_tokens" not in config:
+            config["additional_special_tokens"] = extra
+
+        init = {key: value for key, value in config.items() if key in _OPTION_TYPES or key == "max_len"}
+        if "max_len" in init:                 # the 2.x name
+            init.setdefault("model_max_length", init["max_len"])
+            del init["max_len"]
+        check_options(init, config_file)
+        init = {key: token_content(value) for key, value in init.items()}
+        if isinstance(init.get("additional_special_tokens"), (list, tuple)):
+            init["additional_special_tokens"] = [token_content(t) for t in init["additional_special_tokens"]]
+        if isinstance(init.get("model_max_length"), float):
+            init["model_max_length"] = int(init["model_max_length"])
+        init.update(kwargs)
+        tokenizer = cls(vocab_file, **init)
+        _check_added_tokens(tokenizer, added, config_file)
+        added_file = os.path.join(path, ADDED_TOKENS_FILE)
+        if os.path.isfile(added_file):
+            _check_added_tokens(tokenizer, {i: t for t, i in read_json_object(added_file).items()}, added_file)
+        return tokenizer
+
+    def save_pretrained(self, save_directory, legacy_format=None, filename_prefix=None, push_to_hub=False, **kwargs):
+        """Write `vocab.txt` and `tokenizer_config.json`; returns their paths.
+
+        Both files are written to temporary files in `save_directory`, flushed to disk, and only
+        then renamed over the old ones: a full disk or an error part-way leaves the old files as
+        they were, and no temporary file behind.
+        """
+        if push_to_hub:
+            raise ValueError("npbert does not upload to a model hub (push_to_hub=True)")
+        save_directory = os.fspath(save_directory)
+        prefix = f"{filename_prefix}-" if filename_prefix else ""
+        vocab_file = os.path.join(save_directory, prefix + VOCAB_FILE)
+        config_file = os.path.join(save_directory, prefix + TOKENIZER_CONFIG_FILE)
+        vocab_bytes = self._vocab_file_text(vocab_file).encode("utf-8")
+        config_bytes = (json.dumps(self._config_to_save(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        _write_whole(save_directory, [(vocab_file, vocab_bytes), (config_file, config_bytes)])
+        return vocab_file, config_file
+
+    def save_vocabulary(self, save_directory, filename_prefix=None):
+        """Write the vocabulary alone (`vocab.txt`, or `<prefix>-vocab.txt`), atomically;
+        returns `(path,)`.  A `save_directory` that is not a directory is taken as the file name."""
+        save_directory = os.fspath(save_directory)
+        prefix = f"{filename_prefix}-" if filename_prefix else ""
+        if os.path.isdir(save_directory):
+            vocab_file = os.path.join(save_directory, prefix + VOCAB_FILE)
+        else:
+            vocab_file = prefix + save_directory
+        directory = os.path.dirname(os.path.abspath(vocab_file))
+        _write_whole(directory, [(vocab_file, self._vocab_file_text(vocab_file).encode("utf-8"))])
+        return (vocab_file,)
+
+    def _vocab_file_text(self, vocab_file):
+        """The lines of vocab.txt: the lines read, unless the vocabulary was changed since; then
+        the tokens in id order, which must be 0, 1, 2, ... (a gap would shift every later id)."""
+        lines = getattr(self, "_vocab_lines", None)
+        if lines is None or len(self.vocab) > len(lines) or {t: i for i, t in enumerate(lines)} != self.vocab:
+            by_id = sorted(self.vocab.items(), key=lambda kv: kv[1])
+            for expected, (token, index) in enumerate(by_id):
+                if index != expected:
+                    raise ValueError(f"Cannot write {vocab_file}: the vocabulary has no token with id {expected} "
+                                     f"(the next is {token!r} with id {index}); a vocab.txt gives token i line i")
+            lines = [token for token, _ in by_id]
+        return "".join(token + "\n" for token in lines)
+
+
+def _write_whole(directory, files):
+    """Write [(path, bytes), ...] into `directory`, each through a temporary file in that
+    directory, flushed and fsync'ed, then renamed over its target.  Every temporary file is written
+    before the first rename, so a failure while writing (a full disk) leaves every old file."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with contextlib.ExitStack() as stack:       # the renames happen as it closes, last file first
+            handles = [stack.enter_context(atomic_write(path, "wb")) for path, _ in files]
+            for handle, (_, data) in zip(handles, files):
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+    except OSError as error:
+        raise OSError(error.errno, f"Saving the tokenizer into {directory} failed ({error.strerror or error}); "
+                                   "the files there are unchanged", error.filename) from error
+
+
+_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+
+
+def _not_a_directory(path):
+    if os.path.isfile(path):
+        return (f"from_pretrained expects a directory holding vocab.txt, got the file '{path}': pass its directory, "
+                f"or BertTokenizer('{path}') to read it as the vocabulary.")
+    message = f"from_pretrained expects a directory holding vocab.txt; '{path}' is not a directory."
+    if _HUB_NAME.fullmatch(path):
+        message += (f" npbert loads tokenizers from local directories only (it never downloads). To make one from "
+                    f"the hub model '{path}', on a machine with transformers and internet: "
+                    f"transformers.AutoTokenizer.from_pretrained('{path}').save_pretrained('DIR') "
+                    f"(or `huggingface-cli download {path} --local-dir DIR`); then pass DIR.")
+    return message
+
+
+def _check_added_tokens(tokenizer, added, source):
+    """transformers' added_tokens_decoder ({"100": {"content": "[UNK]", ...}, ...}) or
+    added_tokens.json: every token must be the vocabulary's own entry at that id."""
+    if added is None:
+        return
+    if not isinstance(added, dict):
+        raise ValueError(f"{source}: 'added_tokens_decoder' must be an object {{id: token}}, got {_json_kind(added)}")
+    for index, token in added.items():
+        content = token_content(token)
+        try:
+            index = int(index)
+        except (TypeError, ValueError):
+            raise ValueError(f"{source}: added token id {index!r} is not a number") from None
+        if not isinstance(content, str):
+            raise ValueError(f"{source}: the added token at id {index} must be a string, got {content!r:.60}")
+        if tokenizer.vocab.get(content) != index:
+            raise ValueError(
+                f"{source} adds the token {content!r} at id {index}, which is not its id in {VOCAB_FILE}; "
+                "npbert supports no tokens beyond the vocabulary."
+            )
