@@ -1,8 +1,32 @@
 """Fixtures for the tokenizer tests: the real MiniLM vocab, transformers' Python
-BERT tokenizer (the reference), and the corpus built from this machine."""
+BERT tokenizer (the reference), and the corpus built from this machine.
+
+Every test here runs twice, on npbert's fast path and on its reference path (`npbert.using_path`,
+module by module), so each equality test against transformers and Google checks both; a test
+marked `one_path` (it does not depend on the path, or switches paths itself) runs once.
+"""
 import os
 
 import pytest
+
+import npbert
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "one_path: a tokenizer test that runs once, not once per npbert path")
+
+
+def pytest_generate_tests(metafunc):
+    if "tokenizer_path" in metafunc.fixturenames:
+        paths = ["fast"] if metafunc.definition.get_closest_marker("one_path") else ["fast", "reference"]
+        metafunc.parametrize("tokenizer_path", paths, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tokenizer_path(request):
+    """The npbert path ("fast" or "reference") the test runs on."""
+    with npbert.using_path(request.param):
+        yield request.param
 
 
 @pytest.fixture(scope="session")

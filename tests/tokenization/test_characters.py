@@ -13,6 +13,7 @@ from npbert.tokenization.chars import (
 ALL_CHARS = [chr(cp) for cp in range(sys.maxunicode + 1)]
 
 
+@pytest.mark.one_path  # character tables: no path involved
 def test_character_classes_equal_transformers():
     pytest.importorskip("transformers")
     try:  # transformers 5.x
@@ -30,6 +31,7 @@ def test_character_classes_equal_transformers():
         assert is_chinese_char(ord(ch)) == reference_chinese(ord(ch)), hex(ord(ch))
 
 
+@pytest.mark.one_path  # character tables: no path involved
 def test_char_kind():
     for ch in ALL_CHARS:
         kind = char_kind(ch)
@@ -41,6 +43,7 @@ def test_char_kind():
             assert (kind == PUNCT) == (not ch.isspace() and not is_chinese_char(ord(ch)) and is_punctuation(ch))
 
 
+@pytest.mark.one_path  # character tables: no path involved
 def test_separators_are_the_whitespace_that_survives_cleaning():
     # str.split() splits the cleaned text on these; every other whitespace
     # character Python knows is a control character that cleaning deletes.
@@ -49,6 +52,7 @@ def test_separators_are_the_whitespace_that_survives_cleaning():
     assert {ch for ch in survivors if not is_whitespace(ch)} == {"\u2028", "\u2029"}
 
 
+@pytest.mark.one_path  # character tables: no path involved
 def test_normalisation_never_creates_whitespace_or_joins_across_it():
     for ch in ALL_CHARS:
         if ch.isspace() or is_control(ch):
@@ -63,6 +67,7 @@ def test_normalisation_never_creates_whitespace_or_joins_across_it():
                 assert unicodedata.normalize("NFC", text) == text or space in "\u2000\u2001"
 
 
+@pytest.mark.one_path  # character tables: no path involved
 def test_only_dotted_capital_i_changes_length_when_lowered():
     assert [ch for ch in ALL_CHARS if len(ch.lower()) != 1] == ["\u0130"]
 
@@ -73,6 +78,7 @@ def test_only_dotted_capital_i_changes_length_when_lowered():
 # they missed is a code point in two classes at once, seen in context.  These check the classes
 # the single-pass tokenizer cuts the text with, and every range end inside a word.
 
+@pytest.mark.one_path  # character tables: no path involved
 def test_the_tokenizers_cjk_class_is_exactly_the_kept_ideographs():
     from npbert.tokenization.fast import _CJK_CLASS
     import re
