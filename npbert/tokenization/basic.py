@@ -25,9 +25,7 @@ import unicodedata
 
 from npbert.paths import is_fast
 from npbert.tokenization import aligned
-from npbert.tokenization.chars import (  # noqa: F401  (re-exported: the names Google's file has here)
-    CJK_RANGES, is_chinese_char, is_control, is_punctuation, is_whitespace, strip_accents,
-)
+from npbert.tokenization.chars import is_chinese_char, is_control, is_punctuation, is_whitespace
 
 
 def whitespace_tokenize(text):

@@ -140,7 +140,7 @@ def check_options(options, where):
 
 
 class PretrainedFilesMixin:
-    """from_pretrained / save_pretrained / save_vocabulary for BertTokenizer."""
+    """from_pretrained / save_pretrained / save_vocabulary / check_fits for BertTokenizer."""
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *init_inputs, subfolder="", **kwargs):
@@ -178,7 +178,9 @@ class PretrainedFilesMixin:
         if extra and "additional_special_tokens" not in config:
             config["additional_special_tokens"] = extra
 
-        init = {key: value for key, value in config.items() if key in _OPTION_TYPES or key == "max_len"}
+        # (max_input_chars_per_word is an argument only: transformers does not read it from a file)
+        init = {key: value for key, value in config.items()
+                if key in _OPTION_TYPES and key != "max_input_chars_per_word" or key == "max_len"}
         if "max_len" in init:                 # the 2.x name
             init.setdefault("model_max_length", init["max_len"])
             del init["max_len"]
@@ -226,6 +228,35 @@ class PretrainedFilesMixin:
         directory = os.path.dirname(os.path.abspath(vocab_file))
         _write_whole(directory, [(vocab_file, self._vocab_file_text(vocab_file).encode("utf-8"))])
         return (vocab_file,)
+
+    def check_fits(self, config):
+        """Raise a ValueError if a model with `config` (a BertConfig, or its dict) cannot embed
+        every id of this vocabulary: the largest id must be below `config.vocab_size`."""
+        vocab_size = config.get("vocab_size") if isinstance(config, dict) else getattr(config, "vocab_size", None)
+        if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
+            raise ValueError(f"check_fits: the model config has no integer vocab_size (got {vocab_size!r})")
+        largest = max(self.vocab.values())
+        if largest >= vocab_size:
+            token = self.ids_to_tokens[largest]
+            raise ValueError(
+                f"The tokenizer's vocabulary ({len(self.vocab)} tokens, ids up to {largest}: {token!r}) does not fit the "
+                f"model: its config has vocab_size={vocab_size}, so ids from {vocab_size} on have no embedding. "
+                "Use the vocab.txt the model was trained with.")
+
+    def _config_to_save(self):
+        """tokenizer_config.json: the options, as transformers writes them."""
+        config = dict(self._init_config)
+        config.update({name: getattr(self, name) for name in SPECIAL_TOKEN_NAMES})
+        if self.additional_special_tokens:
+            config["additional_special_tokens"] = list(self.additional_special_tokens)
+        config.update(
+            model_max_length=self.model_max_length,
+            padding_side=self.padding_side,
+            truncation_side=self.truncation_side,
+            clean_up_tokenization_spaces=self.clean_up_tokenization_spaces,
+            tokenizer_class="BertTokenizer",
+        )
+        return config
 
     def _vocab_file_text(self, vocab_file):
         """The lines of vocab.txt: the lines read, unless the vocabulary was changed since; then

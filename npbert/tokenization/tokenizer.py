@@ -370,39 +370,6 @@ class BertTokenizer(TokenizerExtras, EncodeMixin, PaddingTruncationMixin, Pretra
         result = self.decode(sequences, skip_special_tokens, clean_up_tokenization_spaces)
         return [result] if isinstance(result, str) else result
 
-    # ------------------------------------------------------------------
-    # Files and fit to a model
-    # ------------------------------------------------------------------
-
-    def check_fits(self, config):
-        """Raise a ValueError if a model with `config` (a BertConfig, or its dict) cannot embed
-        every id of this vocabulary: the largest id must be below `config.vocab_size`."""
-        vocab_size = config.get("vocab_size") if isinstance(config, dict) else getattr(config, "vocab_size", None)
-        if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
-            raise ValueError(f"check_fits: the model config has no integer vocab_size (got {vocab_size!r})")
-        largest = max(self.vocab.values())
-        if largest >= vocab_size:
-            token = self.ids_to_tokens[largest]
-            raise ValueError(
-                f"The tokenizer's vocabulary ({len(self.vocab)} tokens, ids up to {largest}: {token!r}) does not fit the "
-                f"model: its config has vocab_size={vocab_size}, so ids from {vocab_size} on have no embedding. "
-                "Use the vocab.txt the model was trained with.")
-
-    def _config_to_save(self):
-        """tokenizer_config.json: the options, as transformers writes them."""
-        config = dict(self._init_config)
-        config.update({name: getattr(self, name) for name in SPECIAL_TOKEN_NAMES})
-        if self.additional_special_tokens:
-            config["additional_special_tokens"] = list(self.additional_special_tokens)
-        config.update(
-            model_max_length=self.model_max_length,
-            padding_side=self.padding_side,
-            truncation_side=self.truncation_side,
-            clean_up_tokenization_spaces=self.clean_up_tokenization_spaces,
-            tokenizer_class="BertTokenizer",
-        )
-        return config
-
     def __repr__(self):
         return (
             f"BertTokenizer(vocab_size={self.vocab_size}, model_max_length={self.model_max_length}, "

@@ -30,6 +30,20 @@ def _bigger_tokenizer(tmp_path):
     return BertTokenizer(write_vocab(tmp_path / "big", VOCAB + [f"w{i}" for i in range(5000)]), model_max_length=64)
 
 
+def _fail_fsync(monkeypatch, call, error, check=lambda: None):
+    """os.fsync raises `error` on its `call`-th call (after `check()`), and works otherwise."""
+    real_fsync, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) == call:
+            check()
+            raise error
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
 def _assert_unchanged(directory, before):
     assert sorted(os.listdir(directory)) == sorted(before), "temporary files left behind"
     for name, data in before.items():
@@ -48,15 +62,7 @@ def test_a_full_disk_part_way_leaves_the_old_files(saved, tmp_path, monkeypatch,
     directory, before = saved
     (tmp_path / "big").mkdir()
     bigger = _bigger_tokenizer(tmp_path)
-    real_fsync, calls = os.fsync, []
-
-    def fsync(fd):
-        calls.append(fd)
-        if len(calls) == failing_call:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    _fail_fsync(monkeypatch, failing_call, OSError(errno.ENOSPC, "No space left on device"))
     with pytest.raises(OSError, match=f"Saving the tokenizer into {directory} failed .*No space left.*unchanged") as info:
         bigger.save_pretrained(str(directory))
     assert info.value.errno == errno.ENOSPC
@@ -72,16 +78,10 @@ def test_an_exception_part_way_leaves_the_old_files(saved, tmp_path, monkeypatch
     directory, before = saved
     (tmp_path / "big").mkdir()
     bigger = _bigger_tokenizer(tmp_path)
-    real_fsync, calls = os.fsync, []
+    def mid_save():
+        assert any(name.startswith(".vocab.txt.") for name in os.listdir(directory))
 
-    def fsync(fd):
-        calls.append(fd)
-        if len(calls) == 2:
-            assert any(name.startswith(".vocab.txt.") for name in os.listdir(directory))   # mid-save
-            raise error
-        return real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    _fail_fsync(monkeypatch, 2, error, check=mid_save)
     with pytest.raises(type(error)):
         bigger.save_pretrained(str(directory))
     monkeypatch.undo()

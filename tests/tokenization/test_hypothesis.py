@@ -15,6 +15,8 @@ from npbert.tokenization import BasicTokenizer, BertTokenizer  # noqa: E402
 
 from npbert.testing import texts as tokenizer_texts  # noqa: E402
 
+import tokhelpers  # noqa: E402
+
 # npbert.testing.texts() (CJK and its range ends, accents, combining marks, control and zero-width
 # characters, whitespace runs), plus what only these option combinations need: words around
 # max_input_chars_per_word, and the never_split words and special-token spellings.
@@ -130,24 +132,7 @@ def test_offsets_follow_truncation_and_padding(tokenizers, first, second, max_le
         assert real[: len(single)] == single  # the first text comes first, never truncated here
 
 
-call_options = st.fixed_dictionaries(
-    {},
-    optional={
-        "add_special_tokens": st.booleans(),
-        "padding": st.sampled_from([False, True, "longest", "max_length", "do_not_pad"]),
-        "truncation": st.sampled_from([None, False, True, "longest_first", "only_first", "only_second"]),
-        "max_length": st.integers(0, 24),
-        "stride": st.integers(0, 4),
-        "pad_to_multiple_of": st.sampled_from([None, 2, 8]),
-        "padding_side": st.sampled_from(["left", "right"]),
-        "return_tensors": st.sampled_from([None, "np"]),
-        "return_token_type_ids": st.booleans(),
-        "return_attention_mask": st.booleans(),
-        "return_overflowing_tokens": st.booleans(),
-        "return_special_tokens_mask": st.booleans(),
-        "return_length": st.booleans(),
-    },
-)
+call_options = tokhelpers.call_options(offsets=False)
 
 
 @SETTINGS

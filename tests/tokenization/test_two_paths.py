@@ -4,7 +4,6 @@ gives: tokens, ids, and every `__call__` output, offsets included, on random Uni
 every combination of options.  The last test breaks one fast step on purpose and checks that the
 equality test notices."""
 import functools
-import itertools
 import warnings
 
 import numpy as np
@@ -16,6 +15,9 @@ from hypothesis import strategies as st  # noqa: E402
 
 import npbert  # noqa: E402
 from npbert.testing import texts as tokenizer_texts  # noqa: E402
+
+import test_hypothesis  # noqa: E402
+import tokhelpers  # noqa: E402
 from npbert.testing import vocabularies  # noqa: E402
 from npbert.tokenization import BertTokenizer, aligned  # noqa: E402
 
@@ -31,12 +33,9 @@ texts = st.one_of(
              max_size=12).map("".join),
 )
 
-NEVER_SPLIT = ["Hello", "[foo]", "hello", "ǅ"]
-OPTIONS = [
-    dict(do_lower_case=lower, strip_accents=strip, tokenize_chinese_chars=chinese, never_split=never)
-    for lower, strip, chinese, never in itertools.product([True, False], [None, True, False], [True, False],
-                                                           [None, NEVER_SPLIT])
-]
+# the 24 BasicTokenizer option sets of test_hypothesis, do_basic_tokenize=False, and more
+OPTIONS = [o for o in test_hypothesis.OPTIONS if "do_basic_tokenize" not in o]
+NEVER_SPLIT = test_hypothesis.NEVER_SPLIT
 OPTIONS += [dict(do_basic_tokenize=False), dict(do_basic_tokenize=False, never_split=NEVER_SPLIT),
             dict(max_input_chars_per_word=5), dict(additional_special_tokens=["hello", "[unused1]"])]
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -87,25 +86,7 @@ def test_tokens_and_ids_equal_on_both_paths(tokenizers, text, option):
     assert_same_tokens(tokenizers(option), text)
 
 
-call_options = st.fixed_dictionaries(
-    {},
-    optional={
-        "add_special_tokens": st.booleans(),
-        "padding": st.sampled_from([False, True, "longest", "max_length", "do_not_pad"]),
-        "truncation": st.sampled_from([None, False, True, "longest_first", "only_first", "only_second"]),
-        "max_length": st.integers(0, 24),
-        "stride": st.integers(0, 4),
-        "pad_to_multiple_of": st.sampled_from([None, 2, 8]),
-        "padding_side": st.sampled_from(["left", "right"]),
-        "return_tensors": st.sampled_from([None, "np"]),
-        "return_token_type_ids": st.booleans(),
-        "return_attention_mask": st.booleans(),
-        "return_overflowing_tokens": st.booleans(),
-        "return_special_tokens_mask": st.booleans(),
-        "return_offsets_mapping": st.booleans(),
-        "return_length": st.booleans(),
-    },
-)
+call_options = tokhelpers.call_options(offsets=True)
 
 
 @SETTINGS

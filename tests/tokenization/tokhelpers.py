@@ -32,3 +32,28 @@ def assert_encodings_equal(ours, theirs):
                 assert np.array_equal(a, b), key
         else:
             assert a == b, key
+
+
+def call_options(offsets=False):
+    """A hypothesis strategy: any mix of `__call__` keyword arguments (with `offsets`, also
+    return_offsets_mapping)."""
+    from hypothesis import strategies as st
+
+    optional = {
+        "add_special_tokens": st.booleans(),
+        "padding": st.sampled_from([False, True, "longest", "max_length", "do_not_pad"]),
+        "truncation": st.sampled_from([None, False, True, "longest_first", "only_first", "only_second"]),
+        "max_length": st.integers(0, 24),
+        "stride": st.integers(0, 4),
+        "pad_to_multiple_of": st.sampled_from([None, 2, 8]),
+        "padding_side": st.sampled_from(["left", "right"]),
+        "return_tensors": st.sampled_from([None, "np"]),
+        "return_token_type_ids": st.booleans(),
+        "return_attention_mask": st.booleans(),
+        "return_overflowing_tokens": st.booleans(),
+        "return_special_tokens_mask": st.booleans(),
+        "return_length": st.booleans(),
+    }
+    if offsets:
+        optional["return_offsets_mapping"] = st.booleans()
+    return st.fixed_dictionaries({}, optional=optional)
