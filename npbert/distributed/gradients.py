@@ -26,8 +26,9 @@ DEFAULT_BUCKET_BYTES = 25 * 2 ** 20
 
 
 def _array(p):
-    """The NumPy array of a parameter (named_parameters() may yield arrays or parameter objects)."""
-    return getattr(p, "data", p)
+    """The NumPy array of a parameter: named_parameters() yields arrays, or parameter objects
+    whose `.data` is the array (an ndarray's own `.data` is a memoryview: not that)."""
+    return p if isinstance(p, np.ndarray) else np.asarray(p.data)
 
 
 class GradientBuckets:

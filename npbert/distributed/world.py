@@ -276,6 +276,10 @@ def _describe(value):
     if isinstance(value, bytes):
         digest = hashlib.sha256(value).hexdigest()
         return digest, f"{len(value)} bytes sha256 {digest[:12]}"
+    if isinstance(value, dict) and set(value) == {"path", "size", "sha256"}:      # fingerprint_file()
+        # the content decides (size and digest), not the name the file has on this machine
+        return f"{value['size']}:{value['sha256']}", \
+            f"{value['path']}: {value['size']} bytes, sha256 {value['sha256'][:12]}"
     text = json.dumps(value, sort_keys=True, default=str)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return digest, (text if len(text) <= 120 else f"{text[:60]}... sha256 {digest[:12]}")
