@@ -27,9 +27,17 @@ import numpy as np
 
 from .world import DistributedError
 
-Share = namedtuple("Share", ["start", "indices"])
-Share.__doc__ = """One rank's part of one micro-step: dataset `indices` (an int64 array, maybe empty),
-which are rows [start, start + len(indices)) of the global batch (what keyed dropout needs)."""
+Share = namedtuple("Share", ["start", "indices", "micro", "offset"])
+Share.__doc__ = """One rank's part of one micro-step.
+
+    indices  this rank's dataset indices (int64, maybe empty)
+    start    they are rows [start, start + len(indices)) of the global batch (keyed dropout's rows)
+    micro    the dataset indices of the whole micro-step (every rank's rows)
+    offset   this rank's rows are rows [offset, offset + len(indices)) of `micro`
+
+A collator that draws random numbers (dynamic masking) gives every rank the masks one process
+draws when each rank collates the whole `micro` and keeps its rows: the collator's generator
+then stays the same on every rank (what a checkpoint saved by rank 0 restores everywhere)."""
 
 
 def split_evenly(n, parts):
@@ -64,7 +72,7 @@ def shard_global_batch(batch, per_device_batch_size, world_size, rank):
     for s in range(0, len(batch), step):
         m = min(step, len(batch) - s)
         a, b = split_evenly(m, world_size)[rank]
-        shares.append(Share(s + a, batch[s + a:s + b]))
+        shares.append(Share(s + a, batch[s + a:s + b], batch[s:s + m], a))
     return shares
 
 

@@ -167,6 +167,11 @@ class SingleProcess:
         """The largest value over ranks of a number (float), on every rank."""
         return self.allreduce_(np.array([value], dtype=np.float64), op="max")[0].item()
 
+    def any_rank(self, flag):
+        """True on every rank when `flag` is true on at least one (a stop requested by a signal
+        on one rank, checked at a step boundary so that every rank stops at the same step)."""
+        return bool(self.allreduce_(np.array([1 if flag else 0], dtype=np.int64), op="max")[0])
+
     def global_mean(self, total, count):
         """(sum over ranks of `total`) / (sum over ranks of `count`): the mean over every item of
         every rank, from each rank's sum and number of items (a per-token loss: the sum of the

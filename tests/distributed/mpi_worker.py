@@ -123,6 +123,7 @@ def suite(outdir, dropout):
 
     res["sum_dict"] = world.sum_dict({} if r == 0 else {"masked_lm": 10 * r, "next_sentence": 2})
     res["global_mean"] = world.global_mean(total=float(r + 1) * (r + 1), count=r + 1)   # rank r: r+1 items of r+1
+    res["any_rank"] = [world.any_rank(r == W - 1), world.any_rank(False)]
     res["all_sum"] = [world.all_sum(r + 1), world.all_sum(0.5), world.all_sum(np.array([r, 1.0])).tolist()]
     with open(os.path.join(outdir, f"rank{r}.json"), "w") as f:
         json.dump(res, f)

@@ -187,6 +187,7 @@ def test_reductions(suite):
         items = [k + 1 for k in range(n) for _ in range(k + 1)]
         assert r["global_mean"] == pytest.approx(sum(items) / len(items), rel=1e-15)
         assert r["global_mean"] != pytest.approx(np.mean([k + 1 for k in range(n)]))   # not the mean of means
+        assert r["any_rank"] == [True, False]
         assert r["all_sum"] == [n * (n + 1) // 2, 0.5 * n, [n * (n - 1) / 2, float(n)]]
 
 

@@ -71,6 +71,7 @@ def test_the_single_process_world_is_the_identity():
     a = np.arange(3.0)
     assert np.array_equal(w.all_sum(a), a) and w.allreduce_(a) is a
     assert w.global_mean(6.0, 4) == 1.5 and np.isnan(w.global_mean(0.0, 0))
+    assert w.any_rank(True) is True and w.any_rank(0) is False
     assert w.sum_dict({"b": 2, "a": 1}) == {"a": 1, "b": 2}
     assert w.gather_object("x") == ["x"] and w.all_gather_object(1) == [1] and w.broadcast_object(5) == 5
     w.check_same({"anything": object()})                           # nothing to compare with
@@ -125,6 +126,8 @@ def test_split_evenly_and_shares():
     for r in shares:
         for s in r:
             assert s.indices.tolist() == batch[s.start:s.start + len(s.indices)].tolist()
+            assert s.indices.tolist() == s.micro[s.offset:s.offset + len(s.indices)].tolist()
+    assert [s.micro.tolist() for s in shares[2]] == [[100 + i for i in range(a, min(a + 6, 13))] for a in (0, 6, 12)]
     with pytest.raises(ValueError):
         dist.shard_global_batch(batch, 2, 3, 3)
 
