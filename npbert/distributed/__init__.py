@@ -12,7 +12,7 @@ global batch, computing what one process computes with the global batch (docs/da
         allreduce_gradients(grads, model, world)        # bucketed, in place, SUM
         clip_grad_norm_(grads, 1.0); optimizer.step(grads)          # identical on every rank
 
-Submodules: world (detection, the collectives, errors, agreement checks), gradients (broadcast,
+Submodules: launch (detection, init), world (the collectives, errors, agreement checks), gradients (broadcast,
 the bucketed all-reduce), batches (who computes which rows), loss (the global-mean
 normalisation), threads (threads per rank).  Only `init()` under a launcher imports mpi4py
 (the optional extra: pip install "npbert[mpi]").
@@ -23,8 +23,8 @@ from .gradients import (DEFAULT_BUCKET_BYTES, GradientBuckets, allreduce_gradien
                         check_same_parameters)
 from .loss import add_counts, backward_global_mean, count_loss_items, loss_share
 from .threads import configure_threads, threads_per_rank
-from .world import (DistributedError, MPIWorld, SingleProcess, detect_launcher, fingerprint_file, get_world, init,
-                    launcher_world_size)
+from .launch import detect_launcher, get_world, init, launcher_world_size
+from .world import DistributedError, MPIWorld, SingleProcess, fingerprint_file
 
 __all__ = ["init", "get_world", "detect_launcher", "launcher_world_size", "SingleProcess", "MPIWorld",
            "DistributedError", "fingerprint_file", "broadcast_parameters", "allreduce_gradients", "GradientBuckets",

@@ -8,9 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-import npbert
 from npbert import distributed as dist
-from npbert.distributed import world as world_module
+from npbert.distributed import launch as launch_module
 from npbert.training import Trainer, TrainingArguments
 import dphelpers as h
 
@@ -33,11 +32,11 @@ def test_importing_npbert_and_distributed_does_not_import_mpi4py():
 
 def test_a_launcher_without_mpi4py_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "mpi4py", None)               # `import mpi4py` now fails
-    monkeypatch.setattr(world_module, "_world", None)
+    monkeypatch.setattr(launch_module, "_world", None)
     with pytest.raises(ImportError, match=r'pip install "npbert\[mpi\]"') as e:
         dist.init(environ={"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"})
     assert "Open MPI's mpiexec" in str(e.value) and "NPBERT_DISTRIBUTED=0" in str(e.value)
-    assert world_module._world is None                               # nothing half-initialised
+    assert launch_module._world is None                               # nothing half-initialised
 
 
 @pytest.mark.parametrize("environ,found", [
