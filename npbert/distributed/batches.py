@@ -6,11 +6,12 @@ steps, and one optimizer step consumes a global batch of G = W x P x A examples.
 examples are permuted as one process permutes them, np.random.default_rng([seed, epoch]),
 and cut into global batches:
 
-    global batch u  = order[u*G : (u+1)*G]                 the last one shorter unless drop_last
+    global batch u  = order[u*G : (u+1)*G]                 the last one shorter
     micro-step k    = rows [k*W*P, (k+1)*W*P) of it        the last one shorter
     rank r's share  = rows [s + m*r//W, s + m*(r+1)//W)    of a micro-step of m rows starting at row s
 
-A full micro-step gives each rank P contiguous rows (rank r: rows s + r*P ... s + r*P + P - 1,
+(drop_last leaves out the examples past the last complete micro-step of W x P.)  A full
+micro-step gives each rank P contiguous rows (rank r: rows s + r*P ... s + r*P + P - 1,
 as accelerate hands batch r of W to process r).  A short one is split as evenly as it goes:
 shares differ by at most one row, and may be empty (that rank adds a zero gradient).  Nothing
 is dropped or repeated, and with the loss normalised by global counts
@@ -53,12 +54,18 @@ def epoch_order(n_examples, seed, epoch):
     return np.random.default_rng([seed, epoch]).permutation(n_examples)
 
 
-def global_batches(n_examples, global_batch_size, seed, epoch, drop_last=False):
-    """The epoch's global batches: arrays of dataset indices, G = global_batch_size each, the
-    last shorter (or left out with drop_last)."""
+def global_batches(n_examples, per_device_batch_size, world_size, gradient_accumulation_steps, seed, epoch,
+                   drop_last=False):
+    """The epoch's global batches (arrays of dataset indices) of G = world_size x per_device x
+    accumulation examples each, the last one shorter.  drop_last leaves out the examples past
+    the last complete micro-step (world_size x per_device), as the one-process Trainer leaves
+    out the last incomplete batch; the last global batch may then hold fewer micro-steps."""
+    micro = per_device_batch_size * world_size
+    G = micro * gradient_accumulation_steps
     order = epoch_order(n_examples, seed, epoch)
-    count = n_examples // global_batch_size if drop_last else -(-n_examples // global_batch_size)
-    return [order[u * global_batch_size:(u + 1) * global_batch_size] for u in range(count)]
+    if drop_last:
+        order = order[:n_examples // micro * micro]
+    return [order[s:s + G] for s in range(0, len(order), G)]
 
 
 def shard_global_batch(batch, per_device_batch_size, world_size, rank):
@@ -92,10 +99,11 @@ def plan_training(n_examples, per_device_train_batch_size, gradient_accumulation
     if n_examples < W:
         raise DistributedError(f"the training set has {n_examples} examples, fewer than the {W} ranks: every rank "
                                f"needs at least one example; use fewer ranks (mpiexec -n {max(n_examples, 1)})")
-    updates = n_examples // G if drop_last else -(-n_examples // G)
+    used = n_examples // (W * P) * (W * P) if drop_last else n_examples
+    updates = -(-used // G)
     if updates == 0:
-        raise DistributedError(f"the training set has {n_examples} examples: not one global batch of {G} = "
-                               f"{W} ranks x {P} per device x {A} accumulation steps (dataloader_drop_last)")
+        raise DistributedError(f"the training set has {n_examples} examples: not one micro-step of {W * P} = "
+                               f"{W} ranks x {P} per device (dataloader_drop_last)")
     return {"global_batch_size": G, "updates_per_epoch": updates}
 
 

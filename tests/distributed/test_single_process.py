@@ -131,22 +131,32 @@ def test_split_evenly_and_shares():
         dist.shard_global_batch(batch, 2, 3, 3)
 
 
-def test_one_rank_makes_the_trainers_batches():
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_one_rank_makes_the_trainers_batches(drop_last):
     """With W = 1 the global batches cut into micro-steps are the one-process Trainer's
-    micro-batches, update by update."""
-    n, P, A, seed = 23, 3, 2, 5
-    trainer = Trainer(h.build_model("classification"),
-                      TrainingArguments("unused", per_device_train_batch_size=P, gradient_accumulation_steps=A,
-                                        seed=seed))
+    micro-batches, update by update, and plan_training counts its updates."""
+    n, P, A, seed = 23, 3, 3, 5                                       # 8 batches (7 full) -> 3 updates
+    args = TrainingArguments("unused", per_device_train_batch_size=P, gradient_accumulation_steps=A, seed=seed,
+                             dataloader_drop_last=drop_last)
+    trainer = Trainer(h.build_model("classification"), args, train_dataset=[{}] * n)
     for epoch in range(2):
         batches = trainer._epoch_batches(epoch, n)
         updates = [batches[u:u + A] for u in range(0, len(batches), A)]
         ours = [[s.indices for s in dist.shard_global_batch(g, P, 1, 0)]
-                for g in dist.global_batches(n, P * A, seed, epoch)]
-        assert len(ours) == len(updates)
+                for g in dist.global_batches(n, P, 1, A, seed, epoch, drop_last)]
+        assert len(ours) == len(updates) == trainer._plan()[1]
         for mine, theirs in zip(ours, updates):
             assert [m.tolist() for m in mine] == [t.tolist() for t in theirs]
-    assert len(dist.global_batches(n, P * A, seed, 0, drop_last=True)) == n // (P * A)
+    assert dist.plan_training(n, P, A, dist.SingleProcess(), drop_last)["updates_per_epoch"] == trainer._plan()[1]
+
+
+def test_global_batches_with_drop_last():
+    """4 ranks x 2 per device: micro-steps of 8; 2 accumulation steps: global batches of 16."""
+    full = dist.global_batches(30, 2, 4, 2, seed=1, epoch=0)
+    assert [len(g) for g in full] == [16, 14]
+    dropped = dist.global_batches(30, 2, 4, 2, seed=1, epoch=0, drop_last=True)
+    assert [len(g) for g in dropped] == [16, 8]                        # the 6 past the third micro-step left out
+    assert np.array_equal(np.concatenate(dropped), np.concatenate(full)[:24])
 
 
 def test_eval_batches_are_the_one_process_batches():
@@ -162,9 +172,10 @@ def test_eval_batches_are_the_one_process_batches():
 def test_plan_training_on_one_process():
     w = dist.SingleProcess()
     assert dist.plan_training(10, 2, 3, w) == {"global_batch_size": 6, "updates_per_epoch": 2}
-    assert dist.plan_training(10, 2, 3, w, drop_last=True)["updates_per_epoch"] == 1
-    with pytest.raises(dist.DistributedError, match="not one global batch"):
-        dist.plan_training(5, 2, 3, w, drop_last=True)
+    assert dist.plan_training(10, 2, 3, w, drop_last=True)["updates_per_epoch"] == 2     # 5 micro-steps: 3 + 2
+    assert dist.plan_training(11, 2, 3, w, drop_last=True)["updates_per_epoch"] == 2
+    with pytest.raises(dist.DistributedError, match="not one micro-step of 2"):
+        dist.plan_training(1, 2, 3, w, drop_last=True)
     with pytest.raises(dist.DistributedError, match="fewer than the 1 ranks"):
         dist.plan_training(0, 2, 3, w)
 
