@@ -3,18 +3,19 @@ global batch, computing what one process computes with the global batch (docs/da
 
     world = init()                                      # under mpiexec/srun: MPI; else one process
     broadcast_parameters(model, world)                  # every rank starts from rank 0's weights
-    for each optimizer step:
-        shares = shard_global_batch(batch, P, world.world_size, world.rank)
-        local = [count_loss_items(model, b) for b in my_batches]
+    for batch in global_batches(n, P, world.world_size, A, seed, epoch):       # one optimizer step each
+        shares = [s for s in shard_global_batch(batch, P, world.world_size, world.rank) if len(s.indices)]
+        mine = [collate(s.indices) for s in shares]
+        local = [count_loss_items(model, b) for b in mine]
         totals = world.sum_dict(add_counts(local))      # masked tokens / examples over every rank
         with world.guard(f"step {step}"):               # a rank that raises stops every rank
-            grads = sum of backward_global_mean(model, model(**b), b, totals) over my batches
+            grads = sum over b in mine of backward_global_mean(model, model(**b), b, totals)
         allreduce_gradients(grads, model, world)        # bucketed, in place, SUM
         clip_grad_norm_(grads, 1.0); optimizer.step(grads)          # identical on every rank
 
-Submodules: launch (detection, init), world (the collectives, errors, agreement checks), gradients (broadcast,
-the bucketed all-reduce), batches (who computes which rows), loss (the global-mean
-normalisation), threads (threads per rank).  Only `init()` under a launcher imports mpi4py
+Submodules: launch (detection, init), world (the collectives, errors, agreement checks),
+gradients (broadcast, the bucketed all-reduce), batches (who computes which rows), loss (the
+global-mean normalisation), threads (threads per rank).  Only `init()` under a launcher imports mpi4py
 (the optional extra: pip install "npbert[mpi]").
 """
 from .batches import (Share, epoch_order, eval_batches, gather_in_order, global_batches, plan_training,
