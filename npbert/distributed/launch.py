@@ -1,0 +1,136 @@
+"""Starting the world: is this process one rank of an MPI job, and if so, MPI's world.
+
+    world = init()           # mpiexec / srun detected from the environment: MPI; else one process
+
+mpi4py is imported only when a launcher is detected (or NPBERT_DISTRIBUTED=1 asks for it):
+`import npbert.distributed` alone never imports it.
+"""
+import os
+import sys
+
+from .threads import configure_threads
+from .world import DistributedError, MPIWorld, SingleProcess
+
+# Variables only an MPI launcher puts in its processes' environment, in the order they are looked for.
+LAUNCHER_VARIABLES = (
+    ("OMPI_COMM_WORLD_SIZE", "Open MPI's mpiexec"),
+    ("PMI_SIZE", "MPICH's or Intel MPI's mpiexec (Hydra), or srun --mpi=pmi2"),
+    ("PMIX_RANK", "a PMIx launcher (prterun, srun --mpi=pmix)"),
+    ("MV2_COMM_WORLD_SIZE", "MVAPICH2's mpirun"),
+)
+# The world size a launcher announces, where it does: checked against MPI's own count.
+SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS")
+EXTRA_HINT = 'pip install "npbert[mpi]" (mpi4py and Open MPI from PyPI)'
+
+
+# ---- detection -------------------------------------------------------------------------------
+def detect_launcher(environ=None):
+    """Which MPI launcher started this process (a description), or None for a plain process.
+
+    NPBERT_DISTRIBUTED=0 says "one process" whatever the environment; NPBERT_DISTRIBUTED=1
+    says "MPI" without a launcher (a singleton MPI world of one rank).  Slurm counts only for
+    a step of more than one task (an `sbatch` script itself is one process)."""
+    env = os.environ if environ is None else environ
+    forced = env.get("NPBERT_DISTRIBUTED", "").strip().lower()
+    if forced in ("0", "no", "false", "off"):
+        return None
+    if forced in ("1", "yes", "true", "on", "mpi"):
+        return "NPBERT_DISTRIBUTED=1"
+    if forced:
+        raise ValueError(f"NPBERT_DISTRIBUTED={env['NPBERT_DISTRIBUTED']!r}: 1 (use MPI) or 0 (one process)")
+    for var, name in LAUNCHER_VARIABLES:
+        if env.get(var):
+            return f"{name} ({var} is set)"
+    if _int(env.get("SLURM_STEP_NUM_TASKS")) > 1:
+        return "Slurm's srun (SLURM_STEP_NUM_TASKS > 1)"
+    return None
+
+
+def launcher_world_size(environ=None):
+    """The number of processes the launcher says it started, or None when it does not say."""
+    env = os.environ if environ is None else environ
+    for var in SIZE_VARIABLES:
+        if _int(env.get(var)) > 0:
+            return _int(env[var])
+    return None
+
+
+def _int(text):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _import_mpi(launcher):
+    """mpi4py's MPI module (initialising MPI), or an ImportError that names the extra."""
+    try:
+        import mpi4py
+    except ImportError:
+        raise ImportError(f"this process was started by {launcher}, which asks for data-parallel training over "
+                          f"MPI, but mpi4py is not installed: {EXTRA_HINT}. To run one plain process instead, "
+                          f"start it without mpiexec/srun or set NPBERT_DISTRIBUTED=0.") from None
+    if "mpi4py.MPI" not in sys.modules:
+        # Only the main thread ever calls MPI (npbert's worker threads compute, never communicate).
+        mpi4py.rc.thread_level = "funneled"
+    from mpi4py import MPI
+    return MPI
+
+
+# ---- init ----------------------------------------------------------------------------------------
+_world = None
+
+
+def init(threads=None, abort_on_uncaught=True, environ=None):
+    """The world of this process, created on the first call (later calls return it).
+
+    Under an MPI launcher (see detect_launcher) it imports mpi4py, checks that MPI sees as many
+    ranks as the launcher started, sets each rank's threads (npbert.distributed.threads:
+    cores / ranks on the machine unless `threads` or the environment says otherwise), and with
+    `abort_on_uncaught` installs a sys.excepthook that turns an exception no guard caught into
+    MPI_Abort after printing it, so that the other ranks do not wait for this one forever.
+    Otherwise: a SingleProcess, and nothing else changes."""
+    global _world
+    if _world is not None:
+        return _world
+    launcher = detect_launcher(environ)
+    if launcher is None:
+        _world = SingleProcess()
+        return _world
+    MPI = _import_mpi(launcher)
+    world = MPIWorld(MPI, launcher)
+    announced = launcher_world_size(environ)
+    if announced is not None and announced != world.world_size:
+        message = (f"{launcher} started {announced} processes, but MPI sees a world of {world.world_size}: the "
+                   f"launcher and mpi4py's MPI library do not talk to each other (with Slurm: srun --mpi=pmix; "
+                   f"otherwise use the mpiexec of the MPI library mpi4py was built with: {MPI.Get_library_version().splitlines()[0]})")
+        raise RuntimeError(message)         # (every rank sees the same sizes, so every rank stops here)
+    world.threads = configure_threads(world, threads, environ)
+    if abort_on_uncaught:
+        _install_excepthook(world)
+    _world = world
+    return world
+
+
+def get_world():
+    """The world initialised by init(), initialising it now if nothing has."""
+    return _world if _world is not None else init()
+
+
+def _install_excepthook(world):
+    previous = sys.excepthook
+
+    def excepthook(kind, value, tb):
+        if isinstance(value, DistributedError):
+            # every rank raised it together: rank 0 tells the story, the others say they stopped
+            if world.is_main_process:
+                previous(kind, value, tb)
+            else:
+                print(f"npbert rank {world.rank}: stopped ({kind.__name__}; rank 0 prints the error)",
+                      file=sys.stderr, flush=True)
+            return
+        previous(kind, value, tb)
+        world.abort(f"npbert rank {world.rank} of {world.world_size}: {kind.__name__} outside a guarded step "
+                    f"(see above); aborting every rank so that none waits for this one")
+
+    sys.excepthook = excepthook
