@@ -57,13 +57,19 @@ def run(args):
 
 
 def _check_max_seq_length(args):
+    """As transformers' run_glue.py: a --max_seq_length beyond the model's positions is lowered
+    to max_position_embeddings, with a note."""
     import npbert
     from npbert.config import check_max_seq_length
     try:
         config = npbert.BertConfig.from_pretrained(args.model_name_or_path)
-        check_max_seq_length(args.max_seq_length, config, "--max_seq_length")
     except (OSError, ValueError) as e:
         raise CliError(f"--model_name_or_path {args.model_name_or_path}: {e}") from None
+    try:
+        check_max_seq_length(args.max_seq_length, config, "--max_seq_length")
+    except ValueError as e:
+        args.max_seq_length = config.max_position_embeddings
+        print(f"note: {e}; using --max_seq_length {args.max_seq_length}", file=sys.stderr)
 
 
 def _run(args):
