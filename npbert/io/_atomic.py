@@ -46,9 +46,11 @@ def atomic_path(path):
         fsync_file(tmp)
         os.chmod(tmp, 0o666 & ~_current_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename in (None, tmp):
+            e.filename = path               # name the file being saved, not its temporary name
         raise
     _fsync_directory(directory)
 

@@ -97,12 +97,20 @@ def save_checkpoint(directory, model, optimizer, scheduler, rng_states, trainer_
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         step = trainer_state.get("global_step") if isinstance(trainer_state, dict) else None
-        raise SaveError(f"saving the checkpoint {directory} at step {step} failed: {e.strerror or e} "
-                        f"(errno {e.errno}) writing {e.filename or tmp}; {describe_last_checkpoint(parent)}",
-                        e.errno, e.filename) from e
+        raise save_error(f"the checkpoint {directory}", step, e, parent) from e
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def save_error(what, step, error, output_dir):
+    """The SaveError for an OSError `error` raised saving `what` at `step`: the file, the reason,
+    and a true sentence about the last checkpoint in output_dir."""
+    if isinstance(error, SaveError):
+        return error
+    reason = error.strerror or str(error)
+    return SaveError(f"saving {what} at step {step} failed: {reason} (errno {error.errno}) writing "
+                     f"{error.filename or what}; {describe_last_checkpoint(output_dir)}", error.errno, error.filename)
 
 
 def _write_files(tmp, model, optimizer, scheduler, rng_states, trainer_state, args):
@@ -197,9 +205,13 @@ def read_training_args(directory):
     return _read_json(path) if os.path.exists(path) else None
 
 
-def load_checkpoint(directory, model, optimizer, scheduler):
+def load_checkpoint(directory, model, optimizer, scheduler, keep_hyperparameters=False):
     """Restore model, optimizer and scheduler in place from `directory`; return
-    (rng_states, trainer_state).  Everything is read and checked before anything changes."""
+    (rng_states, trainer_state).  Everything is read and checked before anything changes.
+
+    keep_hyperparameters: take only the optimizer's per-parameter state (moments, step counts)
+    and the scheduler's step from the checkpoint, keeping this run's parameter groups, options
+    and base rates (resuming with ignore_changed_args)."""
     from npbert.io import read_safetensors
     from npbert.io.checks import check_finite
 
@@ -212,6 +224,7 @@ def load_checkpoint(directory, model, optimizer, scheduler):
     opt_meta = _read_json(join("optimizer.json"))
     scheduler_state = _read_json(join("scheduler.json")) if scheduler is not None else None
     rng_states = _read_json(join("rng_state.json"))
+    _check_generator_states(join("rng_state.json"), rng_states)
     if not os.path.exists(join("model.safetensors")):
         raise CheckpointError(f"{join('model.safetensors')}: missing; {directory} is not a complete npbert checkpoint")
     state_dict = read_safetensors(join("model.safetensors"))
@@ -230,12 +243,40 @@ def load_checkpoint(directory, model, optimizer, scheduler):
     except (KeyError, ValueError, TypeError) as e:
         raise CheckpointError(f"{directory}: its model does not fit this {type(model).__name__}: {e}") from None
     try:
-        optimizer.load_state_dict({"state": state, "param_groups": opt_meta["param_groups"]})
-        if scheduler is not None:
-            scheduler.load_state_dict(scheduler_state)
+        if keep_hyperparameters:
+            _load_state_only(directory, optimizer, scheduler, state, scheduler_state)
+        else:
+            optimizer.load_state_dict({"state": state, "param_groups": opt_meta["param_groups"]})
+            if scheduler is not None:
+                scheduler.load_state_dict(scheduler_state)
     except (KeyError, ValueError, TypeError) as e:
         raise CheckpointError(f"{directory}: the optimizer state does not fit this run: {e}") from None
     return rng_states, trainer_state
+
+
+def _load_state_only(directory, optimizer, scheduler, state, scheduler_state):
+    groups = optimizer.state_dict()["param_groups"]
+    mine = sorted(n for g in groups for n in g["params"])
+    if sorted(state) != mine:
+        raise ValueError(f"the checkpoint's optimizer holds other parameters than this run's "
+                         f"(first difference: {sorted(set(state) ^ set(mine))[:1]})")
+    optimizer.load_state_dict({"state": state, "param_groups": groups})
+    if scheduler is not None and scheduler_state and hasattr(scheduler, "get_lr"):
+        scheduler.last_epoch = int(scheduler_state["last_epoch"])
+        scheduler._last_lr = scheduler.get_lr()
+        for group, lr in zip(optimizer.param_groups, scheduler._last_lr):
+            group["lr"] = lr
+
+
+def _check_generator_states(source, rng_states):
+    """Every saved generator state must be one a PCG64 generator accepts (checked on a throwaway one)."""
+    for name in ("dropout", "collator"):
+        if name == "dropout" or name in rng_states:
+            try:
+                np.random.default_rng().bit_generator.state = rng_states[name]
+            except (KeyError, TypeError, ValueError) as e:
+                raise CheckpointError(f"{source}: {name!r} is not a generator state this run can use "
+                                      f"({type(e).__name__}: {e})") from None
 
 
 def _optimizer_state(directory, arrays, opt_meta):
@@ -260,7 +301,7 @@ def _optimizer_state(directory, arrays, opt_meta):
         raise CheckpointError(f"{source}: state for {unknown[0]!r}, which no parameter group holds")
     keys = set().union(*state.values()) if state else set()
     lacking = [p for p in params if set(state.get(p, ())) != keys]
-    if not state:
+    if not arrays:        # every optimizer here keeps moments (arrays) for every parameter it stepped
         raise CheckpointError(f"{source}: holds no optimizer state (no moments for any of the {len(params)} "
                               "parameters): resuming would restart the optimizer, not continue the run")
     if lacking:

@@ -16,6 +16,8 @@ checkpoint in the directory is offered.
 import os
 import sys
 
+from npbert.io.errors import CheckpointError as AnyCheckpointError
+
 from . import checkpoint as ckpt
 
 
@@ -56,10 +58,10 @@ def resume_checkpoint(trainer, resume_from_checkpoint, total):
     try:
         ckpt.verify_checkpoint(path)
         saved_args = ckpt.read_training_args(path)
-    except ckpt.CheckpointError as e:
+        saved_total = _saved_max_steps(path)
+    except AnyCheckpointError as e:
         raise _offer(path, a.output_dir, e) from None
     changes = a.changed_result_args(saved_args) if saved_args else []
-    saved_total = _saved_max_steps(path)
     if saved_total is not None and saved_total != total and not any(c[0] == "max_steps" for c in changes):
         changes.append(("total steps (max_steps, or epochs x batches)", saved_total, total))
     if changes and not a.ignore_changed_args:
@@ -68,15 +70,12 @@ def resume_checkpoint(trainer, resume_from_checkpoint, total):
             f"{path} was saved by a run with other arguments, and resuming would not continue that run: {listed}. "
             "Resume with the saved values, or pass --ignore_changed_args (TrainingArguments.ignore_changed_args=True) "
             "to continue with the new ones")
-    new_groups = [{k: v for k, v in g.items() if k not in ("params", "lr", "initial_lr")}
-                  for g in trainer.optimizer.param_groups]
-    new_base = list(getattr(trainer.lr_scheduler, "base_lrs", []))
     try:
-        rng_states, saved = ckpt.load_checkpoint(path, trainer.model, trainer.optimizer, trainer.lr_scheduler)
-    except ckpt.CheckpointError as e:
+        rng_states, saved = ckpt.load_checkpoint(path, trainer.model, trainer.optimizer, trainer.lr_scheduler,
+                                                 keep_hyperparameters=bool(changes))
+    except AnyCheckpointError as e:
         raise _offer(path, a.output_dir, e) from None
     if changes:
-        _apply_new_hyperparameters(trainer, new_groups, new_base)
         print(f"note: resuming {path} with changed arguments (--ignore_changed_args): "
               + "; ".join(f"{n}: {_fmt(o)} -> {_fmt(v)}" for n, o, v in changes), file=sys.stderr, flush=True)
     return rng_states, saved, path
@@ -86,18 +85,3 @@ def _saved_max_steps(path):
     state = ckpt._read_json(os.path.join(path, "trainer_state.json"))
     value = state.get("max_steps")
     return value if type(value) is int and value > 0 else None
-
-
-def _apply_new_hyperparameters(trainer, new_groups, new_base):
-    """After loading with ignore_changed_args: this run's group options and base rates, the
-    learning rate recomputed at the loaded step."""
-    for group, options in zip(trainer.optimizer.param_groups, new_groups):
-        group.update(options)
-    sched = trainer.lr_scheduler
-    if new_base and hasattr(sched, "get_lr"):
-        sched.base_lrs = new_base
-        for group, base in zip(trainer.optimizer.param_groups, new_base):
-            group["initial_lr"] = base
-        sched._last_lr = sched.get_lr()
-        for group, lr in zip(trainer.optimizer.param_groups, sched._last_lr):
-            group["lr"] = lr

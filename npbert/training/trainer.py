@@ -247,7 +247,11 @@ class Trainer:
                    "total_flos": 0.0, "train_loss": train_loss}
         st.log_history.append({**metrics, "epoch": round(st.epoch, 4), "step": st.global_step})
         os.makedirs(a.output_dir, exist_ok=True)
-        st.save_to_json(os.path.join(a.output_dir, "trainer_state.json"))
+        try:
+            st.save_to_json(os.path.join(a.output_dir, "trainer_state.json"))
+        except OSError as e:
+            raise ckpt.save_error(os.path.join(a.output_dir, "trainer_state.json"), st.global_step, e,
+                                  a.output_dir) from e
         self._plot()
         return TrainOutput(st.global_step, train_loss, metrics)
 
@@ -397,17 +401,13 @@ class Trainer:
         from .resume import resume_checkpoint
         rng_states, saved, path = resume_checkpoint(self, resume_from_checkpoint, total)
         self._resumed_from = path
-        try:
-            self.model.state.rng.bit_generator.state = rng_states["dropout"]
-            rng = getattr(self.data_collator, "rng", None)
-            if rng is not None:
-                if "collator" not in rng_states:
-                    raise ckpt.CheckpointError(f"{path} holds no collator generator state, but this run's collator "
-                                               "draws random numbers")
-                rng.bit_generator.state = rng_states["collator"]
-        except (KeyError, TypeError, ValueError) as e:
-            raise ckpt.CheckpointError(f"{path}/rng_state.json: not a generator state this run can use "
-                                       f"({type(e).__name__}: {e})") from None
+        self.model.state.rng.bit_generator.state = rng_states["dropout"]      # (states checked by load)
+        rng = getattr(self.data_collator, "rng", None)
+        if rng is not None:
+            if "collator" not in rng_states:
+                raise ckpt.CheckpointError(f"{path} holds no collator generator state, but this run's collator "
+                                           "draws random numbers")
+            rng.bit_generator.state = rng_states["collator"]
         self.state = TrainerState.from_dict(saved)
         self._patience = (saved.get("stateful_callbacks", {}).get("EarlyStoppingCallback", {})
                           .get("attributes", {}).get("early_stopping_patience_counter", 0))
@@ -470,9 +470,12 @@ class Trainer:
     # ---- saving ---------------------------------------------------------------------------------
     def save_model(self, output_dir=None):
         output_dir = output_dir or self.args.output_dir
-        self.model.save_pretrained(output_dir)
-        if self.processing_class is not None and hasattr(self.processing_class, "save_pretrained"):
-            self.processing_class.save_pretrained(output_dir)
+        try:
+            self.model.save_pretrained(output_dir)
+            if self.processing_class is not None and hasattr(self.processing_class, "save_pretrained"):
+                self.processing_class.save_pretrained(output_dir)
+        except OSError as e:
+            raise ckpt.save_error(f"the model to {output_dir}", self.state.global_step, e, self.args.output_dir) from e
 
     def save_state(self):
         os.makedirs(self.args.output_dir, exist_ok=True)

@@ -98,9 +98,10 @@ def test_a_full_disk_at_the_final_trainer_state_names_the_file(tmp_path, monkeyp
     out = tmp_path / "out"
     t = trainer(out, tmp_path)
     full_disk_at(monkeypatch, "trainer_state.json", parent=str(out))
-    with pytest.raises(OSError) as e:
+    with pytest.raises(SaveError) as e:
         t.train()
-    assert e.value.errno == errno.ENOSPC and "trainer_state.json" in str(e.value.filename)
+    assert e.value.errno == errno.ENOSPC and str(out / "trainer_state.json") == e.value.filename
+    assert "at step 6" in str(e.value) and f"the last checkpoint, {out / 'checkpoint-6'}, is intact" in str(e.value)
     assert sorted(os.listdir(out)) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
 
 
@@ -247,7 +248,9 @@ def test_a_real_full_disk_in_a_small_tmpfs(tmp_path):
     assert (tmp_path / "rc.txt").read_text().strip() == "1", stderr
     error = [line for line in stderr.splitlines() if line.startswith("npbert pretrain: error:")]
     assert len(error) == 1 and "Traceback" not in stderr, stderr
-    assert "No space left on device (errno 28)" in error[0] and "at step" in error[0]
+    assert "No space left on device (errno 28) writing " in error[0] and "at step" in error[0]
+    assert ".tmp-checkpoint-" in error[0].split(" writing ")[1].split(";")[0] and \
+        os.path.basename(error[0].split(" writing ")[1].split(";")[0]) in CHECKPOINT_FILES   # the file named
     step = int(error[0].split("at step ")[1].split()[0])
     listed = (tmp_path / "ls.txt").read_text().split()
     assert not [n for n in listed if n.startswith((".tmp", ".old"))], listed     # nothing half written
