@@ -29,7 +29,7 @@ def check_finite(tensors, source, what="tensor"):
             bad = ~np.isfinite(array)
             first = tuple(int(i) for i in np.argwhere(bad)[0])
             raise CheckpointError(f"{source}: {what} {name!r} holds {int(bad.sum())} non-finite value(s) (the first "
-                                  f"at {first}: {array[first]!r}); the file is corrupt or the run that wrote it "
+                                  f"at {first}: {array[first].item()!r}); the file is corrupt or the run that wrote it "
                                   "diverged")
 
 

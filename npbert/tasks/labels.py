@@ -122,12 +122,13 @@ def label_set(labels, path, problem_type=None):
         raise ValueError(f"{_where(path, line)}: a list of labels, but other rows have one label "
                          f"(--problem_type {problem_type or 'single_label_classification'})")
     parsed = [(line, value, *parse_label(value, path, line)) for line, value in labels]
-    kind = _one_kind(parsed, path)
     if problem_type == "regression":
-        if kind != "number":
-            line, value = next((ln, v) for ln, v, k, _ in parsed if k != "number")
-            raise ValueError(f"{_where(path, line)}: the label {value!r} is not a number (--problem_type regression)")
+        for line, value, kind, _ in parsed:
+            if kind != "number":
+                raise ValueError(f"{_where(path, line)}: the label {value!r} is not a number "
+                                 "(--problem_type regression)")
         return LabelSet("regression", None, "number")
+    kind = _one_kind(parsed, path)
     if problem_type is None and kind == "number" and any(not x.is_integer() for *_, x in parsed):
         return LabelSet("regression", None, "number")
     if kind == "number":
