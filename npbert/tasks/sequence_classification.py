@@ -26,7 +26,7 @@ def add_arguments(parser):
     g.add_argument("--problem_type", choices=("single_label_classification", "regression",
                                               "multi_label_classification"),
                    help="default: multi-label for lists of labels, regression when every label is a number and "
-                        "one is not an integer, else single-label (docs/finetuning.md)")
+                        "one is not an integer, else single-label (docs/runs.md, Label sets)")
     g.add_argument("--truncation", choices=TRUNCATION_STRATEGIES, default="head",
                    help="how a text longer than max_seq_length is cut (single texts)")
     g.add_argument("--head_tokens", type=int, default=128, help="tokens kept from the start with head+tail")

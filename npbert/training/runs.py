@@ -33,9 +33,11 @@ from npbert.io.errors import RunError
 from . import checkpoint as ckpt
 
 LOCK_NAME = ".npbert-run.lock"
-# What a finished or running training run leaves at the top of its output directory.
+# A run's model at the top of its output directory (with checkpoint-* directories, what a new run
+# would mix with).  A lone trainer_state.json (a run that saved nothing else) is replaced, as
+# transformers' Trainer replaces it.
 RUN_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "tf_model.h5",
-             "npbert_model.h5", "config.json", "trainer_state.json")
+             "npbert_model.h5", "config.json")
 _RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 _held = {}          # realpath of the directory -> [fd, count, lock path]
 
