@@ -205,7 +205,9 @@ def clean_leftovers(output_dir, log=_log):
 def prepare_output_dir(output_dir, overwrite_output_dir=False, resume_from_checkpoint=None, log=_log):
     """Check `output_dir` before a run writes into it (see the module docstring); call it with
     the RunLock held.  Raises RunError when it holds another run's files and neither flag says
-    what to do with them."""
+    what to do with them.  Ranks > 0 of an MPI launch leave the directory to rank 0."""
+    if not is_main_process():
+        return []
     clean_leftovers(output_dir, log)
     found = run_files(output_dir)
     if not found or resume_from_checkpoint:

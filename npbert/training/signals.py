@@ -79,3 +79,31 @@ class StopOnSignal:
         if self.on_second is not None:
             raise self.on_second(signum)
         raise TrainingInterrupted(f"{signal_name(signum)}: stopped at once", signum=signum, immediate=True)
+
+
+def how_to_resume(path, resume_command=None):
+    """The command (the CLI's, "{checkpoint}" replaced) or the Python call that resumes from path."""
+    if resume_command:
+        return resume_command.format(checkpoint=path)
+    return f"Trainer.train(resume_from_checkpoint={path!r})"
+
+
+def stopped_after_step(signum, state, path, resume_command=None):
+    """The TrainingInterrupted of a first signal: stopped after state.global_step, saved `path`."""
+    step = state.global_step
+    return TrainingInterrupted(f"{signal_name(signum)}: stopped after step {step} of {state.max_steps}; saved "
+                               f"{path}; resume with: {how_to_resume(path, resume_command)}",
+                               step=step, checkpoint=path, signum=signum)
+
+
+def stopped_at_once(signum, state, path, resume_command=None):
+    """The TrainingInterrupted of a second signal: nothing more saved; `path` is the last checkpoint
+    this run saved or resumed from (whole: checkpoints are renamed into place only when complete)."""
+    step = state.global_step
+    if path is None:
+        where = "no checkpoint was saved by this run"
+    else:
+        where = (f"the last checkpoint, {path}, is whole (checkpoints are renamed into place only when complete); "
+                 f"resume with: {how_to_resume(path, resume_command)}")
+    return TrainingInterrupted(f"{signal_name(signum)} again: stopped at once during step {step + 1}; {where}",
+                               step=step, checkpoint=path, signum=signum, immediate=True)

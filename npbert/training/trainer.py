@@ -27,6 +27,7 @@ overwrite_output_dir or resuming, SIGINT / SIGTERM stop at the end of a step wit
 import inspect
 import math
 import os
+import sys
 import time
 import warnings
 
@@ -39,7 +40,7 @@ from . import runs
 from .arguments import TrainingArguments
 from .collators import default_data_collator
 from .progress import ProgressLine
-from .signals import StopOnSignal, TrainingInterrupted, signal_name
+from .signals import StopOnSignal, stopped_after_step, stopped_at_once
 from .state import EvalPrediction, PredictionOutput, TrainerState, TrainOutput
 
 _LABEL_NAMES = ("labels", "next_sentence_label", "start_positions", "end_positions")
@@ -363,39 +364,21 @@ class Trainer:
         ckpt.rotate_checkpoints(a.output_dir, a.save_total_limit, st.best_model_checkpoint)
         return path
 
-    # ---- SIGINT / SIGTERM ---------------------------------------------------------------------
+    # ---- SIGINT / SIGTERM (the messages: signals.py) --------------------------------------------
     def _announce(self, message):
         if self.progress is not None:
             self.progress.message(message)
         else:
-            import sys
             print(message, file=sys.stderr, flush=True)
 
-    def _how_to_resume(self, path):
-        if self.resume_command:
-            return self.resume_command.format(checkpoint=path)
-        return f"Trainer.train(resume_from_checkpoint={path!r})"
-
     def _stop_after_step(self, saved):
-        """The first signal was received during this step: save (unless just saved) and stop."""
-        signum, step = self._stop.requested, self.state.global_step
+        """The first signal came during this step: save (unless just saved) and stop."""
         path = self._last_saved if saved else self._save_checkpoint()
         self.progress.close()
-        raise TrainingInterrupted(f"{signal_name(signum)}: stopped after step {step} of {self.state.max_steps}; "
-                                  f"saved {path}; resume with: {self._how_to_resume(path)}",
-                                  step=step, checkpoint=path, signum=signum)
+        raise stopped_after_step(self._stop.requested, self.state, path, self.resume_command)
 
     def _interrupted_at_once(self, signum):
-        """The exception for a second signal: nothing more is saved; name what there is."""
-        step = self.state.global_step
-        path = self._last_saved or self._resumed_from
-        if path is None:
-            where = "no checkpoint was saved by this run"
-        else:
-            where = (f"the last checkpoint, {path}, is whole (checkpoints are renamed into place only when "
-                     f"complete); resume with: {self._how_to_resume(path)}")
-        return TrainingInterrupted(f"{signal_name(signum)} again: stopped at once during step {step + 1}; {where}",
-                                   step=step, checkpoint=path, signum=signum, immediate=True)
+        return stopped_at_once(signum, self.state, self._last_saved or self._resumed_from, self.resume_command)
 
     def _resume(self, resume_from_checkpoint, total):
         from .resume import resume_checkpoint
