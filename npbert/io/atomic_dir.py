@@ -33,6 +33,7 @@ LEFTOVER_PATTERNS = [
     (re.compile(r"^\.old-checkpoint-(\d+)-(\d+)$"), "old-checkpoint"),     # checkpoint being replaced
     (re.compile(r"^()\.tmp-save-(\d+)$"), "tmp-save"),                     # save_pretrained into an existing dir
     (re.compile(r"^()\..+\.(\d+)\.[A-Za-z0-9_]+\.tmp$"), "tmp-file"),     # atomic_write
+    (re.compile(r"^()\.tmp-.+-(\d+)$"), "tmp-dir"),                      # save_pretrained into a new dir
 ]
 
 

@@ -149,14 +149,15 @@ def test_leftovers_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
                           timeout=TIMEOUT)
     dpid, lpid = int(dead.stdout), os.getpid()
     for name in (f".tmp-checkpoint-6-{dpid}", f".old-checkpoint-4-{dpid}", f".tmp-save-{dpid}",
-                 f".tmp-checkpoint-8-{lpid}"):
+                 f".tmp-final-model-{dpid}", f".tmp-checkpoint-8-{lpid}", f".tmp-final-model-{lpid}"):
         os.makedirs(out / name)
         (out / name / "model.safetensors").write_bytes(b"half written")
     (out / f".trainer_state.json.{dpid}.abc123_x.tmp").write_text("{")
     removed = runs.clean_leftovers(str(out), log=lambda m: None)
     assert sorted(os.path.basename(p) for p in removed) == sorted(
         [f".tmp-checkpoint-6-{dpid}", f".old-checkpoint-4-{dpid}", f".tmp-save-{dpid}",
-         f".trainer_state.json.{dpid}.abc123_x.tmp"])
+         f".tmp-final-model-{dpid}", f".trainer_state.json.{dpid}.abc123_x.tmp"])
     assert (out / f".tmp-checkpoint-8-{lpid}").exists()           # a live pid: not touched
+    assert (out / f".tmp-final-model-{lpid}").exists()
     assert sorted(n for n in os.listdir(out) if not n.startswith(".")) == ["checkpoint-2", "checkpoint-4",
                                                                           "trainer_state.json"]
