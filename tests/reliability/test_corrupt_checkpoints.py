@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from npbert.io import CheckpointError, read_safetensors, write_manifest, write_safetensors
-from npbert.training import checkpoint as ckpt
 from relhelpers import params, same_bytes, trainer
 
 
@@ -198,7 +197,6 @@ def test_several_changes_are_all_listed_and_ignore_changed_args_applies_the_new_
 def test_the_nan_message_says_intact_only_when_it_is(tmp_path):
     """"The last checkpoint is intact" is printed only when it is: no checkpoint yet, a corrupt
     last one, and an intact one each get their own sentence."""
-    import npbert
 
     def poisoned(out, at):
         t = trainer(out, tmp_path, max_steps=8)

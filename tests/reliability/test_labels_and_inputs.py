@@ -163,7 +163,6 @@ def test_a_non_utf8_csv_names_file_line_and_column(tmp_path):
 
 
 def test_a_non_utf8_pretraining_corpus_names_the_line(tmp_path):
-    import npbert
     from npbert.data import create_training_instances
     from relhelpers import tokenizer
     import random

@@ -4,15 +4,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from npbert.io.errors import RunError
 from npbert.training import runs
 from npbert.training.runs import LOCK_NAME, RunLock, prepare_output_dir
-from relhelpers import (TIMEOUT, base_model, npbert_env, params, pretrain_args, pretraining_h5, run_npbert,
-                        run_python, same_bytes, saved_weights, sentences, start_npbert, trainer, write_csv)
+from relhelpers import TIMEOUT, base_model, npbert_env, run_npbert, sentences, start_npbert, trainer, write_csv
 
 HOLD = """
 import sys, time
