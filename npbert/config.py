@@ -85,8 +85,10 @@ class BertConfig:
     def label2id(self):
         return {v: k for k, v in self.id2label.items()}
 
-    def validate(self):
-        """Raise ValueError if the fields cannot describe a BERT model."""
+    def validate(self, dtype=None):
+        """Raise ValueError if the fields cannot describe a BERT model, or describe one whose
+        parameters (in `dtype`, float32 when not given) cannot fit in this machine's memory
+        (see `check_parameter_memory`)."""
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings", "type_vocab_size"):
             value = getattr(self, name)
@@ -117,6 +119,7 @@ class BertConfig:
                                       "is not supported by npbert")
         if not self.layer_norm_eps > 0:
             raise ValueError(f"BertConfig.layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
+        check_parameter_memory(self, dtype)
 
     @property
     def head_size(self):
@@ -189,3 +192,102 @@ def read_config_dict(path):
     if not isinstance(d, dict):
         raise ValueError(f"{path}: a config must be a JSON object, got {type(d).__name__}")
     return d
+
+
+# ---- bounded resources ---------------------------------------------------------------------
+def _format_bytes(n):
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.3g} {unit}" if unit != "bytes" else f"{n} bytes"
+        n /= 1024
+    return f"{n:.3g} EiB"   # pragma: no cover
+
+
+def memory_limit():
+    """Bytes a model may use: NPBERT_MEMORY_LIMIT (e.g. "8G", "512M", "1000000") when set, else
+    this machine's physical memory (MemTotal), else None (no check)."""
+    import os
+    text = os.environ.get("NPBERT_MEMORY_LIMIT", "").strip()
+    if text:
+        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+        scale = units.get(text[-1].upper(), 1)
+        try:
+            return int(float(text[:-1] if scale > 1 else text) * scale)
+        except ValueError:
+            raise ValueError(f"NPBERT_MEMORY_LIMIT={text!r}: expected a number of bytes, or one with a K/M/G/T "
+                             "suffix") from None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def parameter_counts(config):
+    """{part: (number of parameters, the fields that make it)} of a BertForPreTraining-sized
+    model (the largest head), in exact integers: nothing is allocated."""
+    V, H, L = config.vocab_size, config.hidden_size, config.num_hidden_layers
+    I, P, T = config.intermediate_size, config.max_position_embeddings, config.type_vocab_size
+    layer = 4 * (H * H + H) + 2 * H + (H * I + I) + (I * H + H) + 2 * H   # Q K V O, LN, FFN in/out, LN
+    return {
+        "word embeddings": (V * H, f"vocab_size ({V}) x hidden_size ({H})"),
+        "position embeddings": (P * H, f"max_position_embeddings ({P}) x hidden_size ({H})"),
+        "token type embeddings": (T * H, f"type_vocab_size ({T}) x hidden_size ({H})"),
+        "encoder layers": (L * layer, f"num_hidden_layers ({L}) x one layer of hidden_size {H} and "
+                                      f"intermediate_size {I} ({layer:,} parameters)"),
+        "pooler and heads": (2 * (H * H + H) + 2 * H + V + 2 * H + 2 + max(1, config.num_labels) * (H + 1),
+                             f"hidden_size ({H}), vocab_size ({V})"),
+    }
+
+
+def check_parameter_memory(config, dtype=None, limit=None):
+    """Refuse (ValueError naming the field) a config whose parameters alone would not fit in
+    memory (`memory_limit()`), before anything is allocated: `max_position_embeddings: 1e9` or
+    `num_hidden_layers: 1000000` is an error here, not a MemoryError (or a swapping machine) later."""
+    import numpy as np
+    limit = memory_limit() if limit is None else limit
+    if limit is None:
+        return
+    itemsize = np.dtype(dtype if dtype is not None else np.float32).itemsize
+    parts = parameter_counts(config)
+    total = sum(n for n, _ in parts.values()) * itemsize
+    if total <= limit:
+        return
+    part, (n, fields) = max(parts.items(), key=lambda kv: kv[1][0])
+    raise ValueError(f"BertConfig asks for {_format_bytes(total)} of {np.dtype(dtype or np.float32).name} parameters, "
+                     f"more than the {_format_bytes(limit)} of memory here (NPBERT_MEMORY_LIMIT or physical memory): "
+                     f"the {part} alone are {fields} = {_format_bytes(n * itemsize)}; check those fields")
+
+
+def check_max_seq_length(max_seq_length, config, flag="--max_seq_length", batch_size=None, dtype=None, limit=None):
+    """Refuse a sequence length the model cannot take (ValueError naming `flag`): longer than
+    config.max_position_embeddings, or, when `batch_size` is given, one whose training
+    activations (attention scores and probabilities of every layer, kept for the backward:
+    about L x B x N x T^2 x 3 values, plus L x B x T x (10 H + 2 I)) would not fit in memory."""
+    import numpy as np
+    T = int(max_seq_length)
+    if T < 1:
+        raise ValueError(f"{flag} must be at least 1, got {T}")
+    if T > config.max_position_embeddings:
+        raise ValueError(f"{flag} {T} is more than the model's max_position_embeddings "
+                         f"({config.max_position_embeddings}): positions past {config.max_position_embeddings - 1} "
+                         "have no embedding")
+    if batch_size is None:
+        return
+    limit = memory_limit() if limit is None else limit
+    if limit is None:
+        return
+    itemsize = np.dtype(dtype if dtype is not None else np.float32).itemsize
+    L, N, H, I = config.num_hidden_layers, config.num_attention_heads, config.hidden_size, config.intermediate_size
+    need = L * batch_size * (3 * N * T * T + T * (10 * H + 2 * I)) * itemsize
+    if need > limit:
+        raise ValueError(f"{flag} {T} with a batch of {batch_size}: one training step keeps about "
+                         f"{_format_bytes(need)} of activations ({L} layers x {batch_size} x {N} heads x {T}^2 attention "
+                         f"scores ...), more than the {_format_bytes(limit)} of memory here; lower {flag} or the "
+                         "batch size")

@@ -1,5 +1,9 @@
-"""What every `npbert` command shares: the error a user can fix, and argparse value types."""
+"""What every `npbert` command shares: the error a user can fix, argparse value types, the
+TrainingArguments flags, and the frame of a training command (`training_run`)."""
 import argparse
+import contextlib
+import shlex
+import sys
 
 
 class CliError(Exception):
@@ -56,8 +60,17 @@ def add_training_arguments(parser, **defaults):
                                                      "dict": dict, "list": list}.get(f.type, str), str)
         if f.name in ("logging_steps", "eval_steps", "save_steps", "num_train_epochs", "learning_rate"):
             kind = float
+        extra = {"nargs": "?", "const": True} if kind is _bool else {}    # `--flag` alone means true
         group.add_argument(f"--{f.name}", type=kind, default=default, metavar=f.name.upper(),
-                           help=f"(default {default!r})")
+                           help=_FLAG_HELP.get(f.name, "") + f"(default {default!r})", **extra)
+
+
+_FLAG_HELP = {
+    "overwrite_output_dir": "start over in an --output_dir that holds another run's checkpoints or model "
+                            "(its checkpoints are removed) ",
+    "ignore_changed_args": "resume even though a flag that changes the result (seed, learning_rate, ...) "
+                           "differs from the checkpoint's ",
+}
 
 
 def training_arguments(args, output_dir, **overrides):
@@ -75,3 +88,52 @@ def training_arguments(args, output_dir, **overrides):
         return TrainingArguments(output_dir=output_dir, **values)
     except ValueError as e:
         raise CliError(str(e)) from None
+
+
+def resume_command(command, argv=None):
+    """The command line that resumes this run, with "{checkpoint}" where the checkpoint goes:
+    this process's own arguments with --resume_from_checkpoint replaced (or added)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if command not in argv:
+        return f"npbert {command} <the same flags> --resume_from_checkpoint {{checkpoint}}"
+    argv = argv[argv.index(command) + 1:]
+    out, skip = [], False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if a == "--resume_from_checkpoint":
+            skip = i + 1 < len(argv) and not argv[i + 1].startswith("--")
+            continue
+        if a.startswith("--resume_from_checkpoint="):
+            continue
+        out.append(a)
+    quoted = " ".join(shlex.quote(a).replace("{", "{{").replace("}", "}}") for a in out)
+    return f"npbert {command} {quoted} --resume_from_checkpoint {{checkpoint}}"
+
+
+@contextlib.contextmanager
+def training_run(command, output_dir, overwrite_output_dir=False, resume_from_checkpoint=None):
+    """The frame of `npbert pretrain` / `npbert finetune`: holds output_dir's run lock for the
+    whole command, checks the directory (another run's files, leftovers), and turns what a run
+    can raise (RunError, CheckpointError, a full disk, TrainingInterrupted, a NaN loss,
+    Ctrl-C outside the training loop) into a one-line CliError.  Yields the resume command."""
+    from npbert.io.errors import CheckpointError, RunError
+    from npbert.training.runs import RunLock, prepare_output_dir
+    from npbert.training.signals import TrainingInterrupted
+    try:
+        with RunLock(output_dir, command=" ".join(["npbert"] + sys.argv[1:])):
+            prepare_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint)
+            yield resume_command(command)
+    except TrainingInterrupted as e:
+        raise CliError(str(e), status=e.exit_status) from None
+    except KeyboardInterrupt:
+        from npbert.training.checkpoint import describe_last_checkpoint
+        raise CliError(f"interrupted (Ctrl-C) outside the training loop; {describe_last_checkpoint(output_dir)}",
+                       status=130) from None
+    except (RunError, CheckpointError, FloatingPointError) as e:
+        raise CliError(str(e)) from None
+    except OSError as e:
+        if e.errno is None:
+            raise
+        raise CliError(f"{e.strerror or e} (errno {e.errno}){': ' + str(e.filename) if e.filename else ''}") from None

@@ -45,6 +45,34 @@ def add_parser(commands):
 
 
 def run(args):
+    """The run lock, the output directory's check, resume / signal / disk-full messages
+    (cli.common.training_run) around _run; --max_seq_length checked against the model first."""
+    from npbert.cli.common import training_run
+    _check_max_seq_length(args)
+    training = bool(args.train_file)          # predicting only: the directory's model is not replaced
+    with training_run("finetune", args.output_dir, args.overwrite_output_dir,
+                      args.resume_from_checkpoint if training else True) as resume_command:
+        args.resume_command = resume_command
+        return _run(args)
+
+
+def _check_max_seq_length(args):
+    """As transformers' run_glue.py: a --max_seq_length beyond the model's positions is lowered
+    to max_position_embeddings, with a note."""
+    import npbert
+    from npbert.config import check_max_seq_length
+    try:
+        config = npbert.BertConfig.from_pretrained(args.model_name_or_path)
+    except (OSError, ValueError) as e:
+        raise CliError(f"--model_name_or_path {args.model_name_or_path}: {e}") from None
+    try:
+        check_max_seq_length(args.max_seq_length, config, "--max_seq_length")
+    except ValueError as e:
+        args.max_seq_length = config.max_position_embeddings
+        print(f"note: {e}; using --max_seq_length {args.max_seq_length}", file=sys.stderr)
+
+
+def _run(args):
     import numpy as np
 
     import npbert
@@ -76,16 +104,17 @@ def run(args):
     targs = training_arguments(args, args.output_dir, **({} if has_eval else
                                                          {"eval_strategy": "no", "load_best_model_at_end": False,
                                                           "early_stopping_patience": None}))
+    if len(tokenizer) > model.config.vocab_size:
+        raise CliError(f"--model_name_or_path {args.model_name_or_path}: vocab.txt has {len(tokenizer)} tokens, "
+                       f"more than the model's vocab_size {model.config.vocab_size}")
     trainer = Trainer(model, targs, train_dataset=task.train_dataset, eval_dataset=task.eval_dataset,
                       data_collator=task.data_collator, compute_metrics=task.compute_metrics, processing_class=tokenizer)
+    trainer.resume_command = getattr(args, "resume_command", None)
     os.makedirs(args.output_dir, exist_ok=True)
     if task.train_dataset is not None:
         print(f"fine-tuning {type(model).__name__} on {len(task.train_dataset)} examples"
               + (f", evaluating on {len(task.eval_dataset)}" if has_eval else ""), file=sys.stderr)
-        try:
-            trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
-        except FloatingPointError as e:
-            raise CliError(str(e)) from None
+        trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
         trainer.save_model(args.output_dir)
     if has_eval:
         metrics = trainer.evaluate()

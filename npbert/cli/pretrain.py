@@ -5,6 +5,10 @@ run_pretraining.py), or a text corpus (one sentence a line, blank lines between 
 which is turned into instances here with the same algorithm.  --dynamic_masking draws new
 masks every batch instead (DataCollatorForLanguageModeling, as RoBERTa / transformers'
 run_mlm.py); the next-sentence pairs stay those of the instances.
+
+The run holds --output_dir's lock from start to end; a directory holding another run's files
+needs --overwrite_output_dir or --resume_from_checkpoint; Ctrl-C / SIGTERM save a checkpoint
+and print the command that resumes (see docs/training.md, "Runs").
 """
 import os
 import sys
@@ -44,15 +48,21 @@ def add_parser(commands):
     p.set_defaults(run=run)
 
 
+def _is_h5(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(8) == b"\x89HDF\r\n\x1a\n"
+    except OSError:
+        return False
+
+
 def load_dataset(path, tokenizer, args, seed_offset=0):
     """A PretrainingDataset from a .h5 features file or a text corpus."""
     from npbert.cli.create_pretraining_data import make_features
     from npbert.data import PretrainingDataset
     if not os.path.isfile(path):
         raise CliError(f"{path}: no such file")
-    with open(path, "rb") as f:
-        is_h5 = f.read(8) == b"\x89HDF\r\n\x1a\n"
-    if is_h5:
+    if _is_h5(path):
         try:
             ds = PretrainingDataset(path)
         except ValueError as e:
@@ -86,27 +96,61 @@ class DynamicMasking:
                 "next_sentence_label": ex["next_sentence_label"]}
 
 
-def build_model(args, vocab_size, max_positions):
+# Google's model sizes have 512 positions; a --model_size model gets as many as the data's
+# sequences (fewer parameters), never more than that.
+MAX_POSITIONS_OF_SIZES = 512
+
+
+def model_config(args, vocab_size, max_positions, where="--max_seq_length"):
+    """The model's BertConfig, with the sequence length `max_positions` checked against it (and
+    the activations of a training step against memory) before anything big is allocated."""
     import numpy as np
 
     import npbert
+    from npbert.config import check_max_seq_length
     from npbert.data.pretrain import config_for_size
     if args.config:
         try:
             config = npbert.BertConfig.from_json_file(args.config)
-        except (OSError, ValueError) as e:
+            config.validate(np.dtype(args.dtype))
+        except (OSError, ValueError, TypeError) as e:
             raise CliError(f"--config {args.config}: {e}") from None
         if config.vocab_size != vocab_size:
             raise CliError(f"--config has vocab_size {config.vocab_size}, the data {vocab_size}")
     else:
+        if max_positions > MAX_POSITIONS_OF_SIZES:
+            raise CliError(f"{where} {max_positions} is more than the {MAX_POSITIONS_OF_SIZES} positions of "
+                           f"--model_size {args.model_size} (Google's sizes); give a --config with a larger "
+                           "max_position_embeddings to go further")
         config = config_for_size(args.model_size, vocab_size, max_position_embeddings=max_positions)
-    if max_positions > config.max_position_embeddings:
-        raise CliError(f"max_seq_length {max_positions} is more than the model's max_position_embeddings "
-                       f"{config.max_position_embeddings}")
-    return npbert.BertForPreTraining(config, seed=args.model_seed, dtype=np.dtype(args.dtype).type)
+    try:
+        check_max_seq_length(max_positions, config, where, batch_size=args.per_device_train_batch_size,
+                             dtype=np.dtype(args.dtype))
+    except ValueError as e:
+        raise CliError(str(e) + (f" (--config {args.config})" if args.config else "")) from None
+    return config
+
+
+def build_model(args, vocab_size, max_positions):
+    import numpy as np
+
+    import npbert
+    config = model_config(args, vocab_size, max_positions)
+    try:
+        return npbert.BertForPreTraining(config, seed=args.model_seed, dtype=np.dtype(args.dtype).type)
+    except ValueError as e:
+        raise CliError(f"{'--config ' + args.config if args.config else '--model_size ' + args.model_size}: {e}") \
+            from None
 
 
 def run(args):
+    from npbert.cli.common import training_run
+    with training_run("pretrain", args.output_dir, args.overwrite_output_dir,
+                      args.resume_from_checkpoint) as resume_command:
+        return _run(args, resume_command)
+
+
+def _run(args, resume_command):
     import npbert
     from npbert.data.pretrain import compute_pretraining_metrics, preprocess_logits_for_metrics
     from npbert.training import DataCollatorForLanguageModeling, Trainer, default_data_collator
@@ -115,10 +159,15 @@ def run(args):
         if not os.path.isfile(args.vocab_file):
             raise CliError(f"--vocab_file {args.vocab_file}: no such file")
         tokenizer = npbert.BertTokenizer(args.vocab_file)
+    if tokenizer is not None and not _is_h5(args.train_file):
+        model_config(args, len(tokenizer), args.max_seq_length)     # checked before the corpus is cut
     train = load_dataset(args.train_file, tokenizer, args)
     evals = load_dataset(args.validation_file, tokenizer, args, seed_offset=1) if args.validation_file else None
     vocab_size = len(tokenizer) if tokenizer else train.vocab_size
     T = train.features["input_ids"].shape[1]
+    if evals is not None and evals.features["input_ids"].shape[1] > T:
+        raise CliError(f"{args.validation_file} has sequences of {evals.features['input_ids'].shape[1]} tokens, "
+                       f"longer than the {T} of {args.train_file}")
     model = build_model(args, vocab_size, T)
     model.config.gather_masked_lm = args.gather_masked_lm
     collator = default_data_collator
@@ -132,13 +181,11 @@ def run(args):
     trainer = Trainer(model, targs, train_dataset=train, eval_dataset=evals, data_collator=collator,
                       compute_metrics=compute_pretraining_metrics,
                       preprocess_logits_for_metrics=preprocess_logits_for_metrics, processing_class=tokenizer)
+    trainer.resume_command = resume_command
     print(f"pre-training {model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
           f"vocab {vocab_size}: {model.num_parameters():,} parameters, {len(train)} training sequences of "
           f"{T} tokens", file=sys.stderr)
-    try:
-        result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
-    except FloatingPointError as e:
-        raise CliError(str(e)) from None
+    result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     trainer.save_model(args.output_dir)
     if evals is not None:
         metrics = trainer.evaluate()

@@ -96,6 +96,14 @@ def read_features(path):
     if feats["masked_lm_positions"].size and (feats["masked_lm_positions"].min() < 0
                                               or feats["masked_lm_positions"].max() >= T):
         raise ValueError(f"{path}: masked_lm_positions outside [0, {T})")
+    # values the model would take as a class or a mask: checked here, not found at training time
+    for k, allowed in (("next_sentence_labels", (0, 1)), ("segment_ids", (0, 1)), ("input_mask", (0, 1)),
+                       ("masked_lm_weights", (0.0, 1.0))):
+        bad = ~np.isin(feats[k], allowed)
+        if bad.any():
+            row = int(np.argwhere(bad)[0][0])
+            raise ValueError(f"{path}: feature {k!r} holds {feats[k][bad][0]!r} at row {row} "
+                             f"({int(bad.sum())} value(s) outside {list(allowed)})")
     return feats, attrs
 
 

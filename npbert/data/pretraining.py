@@ -53,9 +53,10 @@ def read_documents(input_files, tokenizer):
                     tokens = tokenizer.tokenize(line)
                     if tokens:
                         all_documents[-1].append(tokens)
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{input_file}: not UTF-8 text (byte {e.start}): pre-training input is "
-                             "text, one sentence a line") from None
+        except UnicodeDecodeError:
+            from npbert.io.text import read_text
+            read_text(input_file, "utf-8")      # raises the error naming the line
+            raise
     return [d for d in all_documents if d]
 
 

@@ -15,12 +15,15 @@ file and the key or offset at fault.  See docs/checkpoint_formats.md.
 import json
 import os
 
-from npbert.io.errors import CheckpointError
+from npbert.io.atomic_dir import finish_interrupted_saves
+from npbert.io.errors import CheckpointError, RunError, SaveError
+from npbert.io.manifest import verify_manifest, write_manifest
 from npbert.io.names import MatchResult, match_state_dict
 from npbert.io.safetensors import read_safetensors, write_safetensors
 
 __all__ = [
-    "CheckpointError", "MatchResult", "detect_format", "find_weights_file", "match_state_dict",
+    "CheckpointError", "RunError", "SaveError", "MatchResult", "detect_format", "finish_interrupted_saves",
+    "verify_manifest", "write_manifest", "find_weights_file", "match_state_dict",
     "read_npbert_h5_config", "read_safetensors", "read_state_dict", "write_npbert_h5",
     "write_safetensors",
 ]

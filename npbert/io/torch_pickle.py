@@ -6,7 +6,14 @@ docs/checkpoint_formats.md):
 * **zip** (torch >= 1.6, the default): a zip archive with one top folder
   holding ``data.pkl`` (the pickled dict), ``data/<key>`` (one raw,
   uncompressed, 64-byte-aligned record per storage), ``byteorder``
-  (``little``/``big``) and ``version``.
+  (``little``/``big``) and ``version``.  Nothing read from the archive can
+  grow past what the file holds: a storage record must be stored
+  uncompressed, its declared size equal to what the pickle declares and
+  inside the file (it is memory-mapped, never copied); the small records
+  (``data.pkl``, ``byteorder``) may be compressed, but their declared size is
+  bounded by deflate's largest ratio and `MAX_RECORD_BYTES`.  A zip bomb (a
+  compressed storage, a declared size beyond the entry's) is refused before
+  anything is decompressed.
 * **legacy**: five things back to back in one file: a pickled magic number,
   a pickled protocol version (1001), a pickled ``sys_info`` dict, the pickled
   dict, a pickled sorted list of storage keys, then for each key an int64
@@ -56,6 +63,11 @@ STORAGE_DTYPES = {
     "ComplexDoubleStorage": np.dtype("<c16"),
     "UntypedStorage": np.dtype("u1"),
 }
+
+# Bounds on the small zip records (data.pkl, byteorder) read into memory: deflate cannot
+# compress better than about 1032:1, and a state dict's pickle is far below 1 GiB.
+DEFLATE_MAX_RATIO = 1032
+MAX_RECORD_BYTES = 1 << 30
 
 LEGACY_MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL_VERSION = 1001
@@ -337,6 +349,17 @@ def _zip_record_offset(mapping, info, source):
     return start
 
 
+def _read_record(archive, name, path):
+    """A small record's bytes, its declared size checked first (no zip bomb)."""
+    info = archive.getinfo(name)
+    bound = MAX_RECORD_BYTES if info.compress_type == zipfile.ZIP_STORED else \
+        min(MAX_RECORD_BYTES, DEFLATE_MAX_RATIO * info.compress_size + 1024)
+    if info.file_size > bound or (info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size):
+        raise CheckpointError(f"{path}: zip record {name!r} declares {info.file_size} bytes from "
+                              f"{info.compress_size} stored (more than {bound} can be): refused (a zip bomb?)")
+    return archive.read(name)
+
+
 def _read_zip(path):
     with open(path, "rb") as f:
         mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -349,11 +372,11 @@ def _read_zip(path):
         prefix = pickles[0][: -len("data.pkl")]
         big_endian = False
         if prefix + "byteorder" in names:
-            order = archive.read(prefix + "byteorder")
+            order = _read_record(archive, prefix + "byteorder", path)
             if order not in (b"little", b"big"):
                 raise CheckpointError(f"{path}: byteorder record says {order[:20]!r}")
             big_endian = order == b"big"
-        obj, storages = _unpickle(io.BytesIO(archive.read(pickles[0])), path)
+        obj, storages = _unpickle(io.BytesIO(_read_record(archive, pickles[0], path)), path)
         arrays = {}
         for key, ref in storages.items():
             member = prefix + "data/" + key
@@ -368,11 +391,14 @@ def _read_zip(path):
                 raise CheckpointError(f"{path}: storage {key!r}: record {member!r} holds "
                                       f"{info.file_size} bytes, {ref.numel} x "
                                       f"{ref.storage_type.name} need {nbytes}")
-            if info.compress_type == zipfile.ZIP_STORED and info.compress_size == nbytes:
-                start = _zip_record_offset(mapping, info, path)
-                arrays[key] = np.frombuffer(mapping, dtype=dtype, count=ref.numel, offset=start)
-            else:   # a re-compressed archive: no mapping possible, read a copy
-                arrays[key] = np.frombuffer(archive.read(member), dtype=dtype)
+            if info.compress_type != zipfile.ZIP_STORED or info.compress_size != nbytes:
+                # torch never compresses a storage: a compressed one (or a stored one whose
+                # sizes disagree) would make us decompress what the file does not hold
+                raise CheckpointError(f"{path}: storage {key!r}: record {member!r} is compressed "
+                                      f"({info.compress_size} bytes stored for {info.file_size} declared): torch "
+                                      "writes storages uncompressed; refused (a zip bomb?)")
+            start = _zip_record_offset(mapping, info, path)
+            arrays[key] = np.frombuffer(mapping, dtype=dtype, count=ref.numel, offset=start)
     return _collect(obj, arrays, big_endian, path)
 
 

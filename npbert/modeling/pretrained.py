@@ -76,7 +76,7 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
         if not isinstance(config, BertConfig):
             raise TypeError(f"config must be a BertConfig, got {type(config).__name__}")
         if _parent is None:
-            config.validate()
+            config.validate(dtype)
             init_seed, dropout_seed = np.random.SeedSequence(seed).spawn(2)
             state = ModelState(config, _check_dtype(dtype), np.random.default_rng(dropout_seed))
             state.training = True    # as a freshly built torch module; from_pretrained returns eval()
@@ -321,6 +321,9 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
         from npbert import io
         from npbert.config import find_config_file, read_config_dict
 
+        from npbert.io.checks import check_loaded, check_no_interrupted_save
+        if os.path.isdir(path):
+            check_no_interrupted_save(path)
         weights_file = io.find_weights_file(path)
         if config is not None:
             if not isinstance(config, BertConfig):
@@ -337,11 +340,16 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
             warnings.warn(f"{config_source} has model_type={stored['model_type']!r}: you are using a model of "
                           f"that type to instantiate {cls.__name__} (BERT); this is not supported for all "
                           "configurations and can yield errors", stacklevel=2)
-        if config is None:
-            config = BertConfig.from_dict(stored, **config_overrides)
-        elif config_overrides:
-            config = BertConfig.from_dict(config.to_dict(), **config_overrides)
+        try:
+            if config is None:
+                config = BertConfig.from_dict(stored, **config_overrides)
+            elif config_overrides:
+                config = BertConfig.from_dict(config.to_dict(), **config_overrides)
+            config.validate(dtype)                 # before reading or allocating anything
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{config_source}: {e}") from None
         checkpoint = io.read_state_dict(weights_file)
+        check_loaded(checkpoint, config, weights_file, config_source)   # layer count, finite weights
         with _no_init():
             model = cls(config, dtype=dtype, **model_kwargs)
         expected = {name: p.shape for name, p in model.state.params.items()}
@@ -373,24 +381,27 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
 
     def save_pretrained(self, directory, format="safetensors"):
         """Write config.json and model.safetensors (or npbert_model.h5 with format="h5"),
-        each atomically, loadable by transformers' `from_pretrained` (safetensors)."""
+        loadable by transformers' `from_pretrained` (safetensors).  Both files are written into
+        a temporary directory and moved into place together (npbert.io.atomic_dir): a kill or a
+        full disk never leaves the weights of one save beside the config of another."""
         from npbert import io
+        from npbert.io.atomic_dir import atomic_directory
 
         if os.path.exists(directory) and not os.path.isdir(directory):
             raise NotADirectoryError(f"save_pretrained({directory!r}): that path is an existing file; "
                                      "save_pretrained writes a directory (config.json and the weights)")
-        os.makedirs(directory, exist_ok=True)
+        if format not in ("safetensors", "h5"):
+            raise ValueError(f"save_pretrained: format must be 'safetensors' or 'h5', got {format!r}")
         config = BertConfig.from_dict(self.config.to_dict(), architectures=[type(self).__name__])
         # One copy per parameter: a tied weight is saved under its own name only, as
         # transformers' save_pretrained does; loading re-ties it.
         tensors = {k: np.ascontiguousarray(v) for k, v in self.state.params.items()}
-        if format == "safetensors":
-            io.write_safetensors(os.path.join(directory, "model.safetensors"), tensors, {"format": "pt"})
-        elif format == "h5":
-            io.write_npbert_h5(os.path.join(directory, "npbert_model.h5"), tensors, config.to_dict())
-        else:
-            raise ValueError(f"save_pretrained: format must be 'safetensors' or 'h5', got {format!r}")
-        config.to_json_file(os.path.join(directory, "config.json"))     # atomic, as the weights
+        with atomic_directory(directory) as tmp:
+            if format == "safetensors":
+                io.write_safetensors(os.path.join(tmp, "model.safetensors"), tensors, {"format": "pt"})
+            else:
+                io.write_npbert_h5(os.path.join(tmp, "npbert_model.h5"), tensors, config.to_dict())
+            config.to_json_file(os.path.join(tmp, "config.json"))
 
 
 def _split_kwargs(cls, kwargs, stored):

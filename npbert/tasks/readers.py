@@ -24,20 +24,7 @@ def read_table(path):
     text = read_text_file(path)
     rows = []
     if ext in (".csv", ".tsv"):
-        reader = csv.reader(io.StringIO(text), delimiter="\t" if ext == ".tsv" else ",")
-        header = None
-        for row in reader:
-            line = reader.line_num
-            if not row or not any(cell.strip() for cell in row):
-                continue
-            if header is None:
-                header = [h.strip() for h in row]
-                if len(set(header)) != len(header):
-                    raise ValueError(f"{path}:{line}: the header repeats a column name: {header}")
-                continue
-            if len(row) != len(header):
-                raise ValueError(f"{path}:{line}: {len(row)} fields, the header has {len(header)} ({header})")
-            rows.append((line, dict(zip(header, row))))
+        rows = _read_csv(path, text, "\t" if ext == ".tsv" else ",")
     elif ext in (".json", ".jsonl"):
         stripped = text.lstrip()
         if stripped.startswith("["):
@@ -65,6 +52,35 @@ def read_table(path):
     if not rows:
         raise ValueError(f"{path}: no rows")
     return rows
+
+
+def _read_csv(path, text, delimiter):
+    # csv refuses a field longer than field_size_limit() (128 KiB by default); no field can be
+    # longer than the file, so the limit is raised to the file's length while it is read.
+    before = csv.field_size_limit()
+    csv.field_size_limit(max(before, len(text) + 1))
+    try:
+        reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+        rows, header = [], None
+        try:
+            for row in reader:
+                line = reader.line_num
+                if not row or not any(cell.strip() for cell in row):
+                    continue
+                if header is None:
+                    header = [h.strip() for h in row]
+                    if len(set(header)) != len(header):
+                        raise ValueError(f"{path}:{line}: the header repeats a column name: {header}")
+                    continue
+                if len(row) != len(header):
+                    raise ValueError(f"{path}:{line}: {len(row)} fields, the header has {len(header)} ({header})")
+                rows.append((line, dict(zip(header, row))))
+        except csv.Error as e:
+            raise ValueError(f"{path}:{reader.line_num}: not valid {'TSV' if delimiter == chr(9) else 'CSV'} ({e})") \
+                from None
+        return rows
+    finally:
+        csv.field_size_limit(before)
 
 
 def find_columns(path, rows, text_column=None, pair_column=None, label_column=None, need_label=True):

@@ -9,12 +9,12 @@ predicts names.  Long texts (Sun et al. 2019, docs/long_texts.md): --truncation
 head|tail|head+tail (--head_tokens), or --long_text chunks: windows pooled by --chunk_pooling.
 """
 import json
-import math
 
 import numpy as np
 
 from npbert.io._atomic import atomic_write
 from npbert.tasks.base import TaskData
+from npbert.tasks.labels import label_set
 from npbert.tasks.long_text import (CHUNK_POOLINGS, TRUNCATION_STRATEGIES, BertForChunkedSequenceClassification,
                                     collate_chunks, encode_chunks, truncate_tokens)
 from npbert.tasks.metrics import accuracy, f1_score, matthews_corrcoef, pearsonr, spearmanr
@@ -25,7 +25,8 @@ def add_arguments(parser):
     g = parser.add_argument_group("sequence classification")
     g.add_argument("--problem_type", choices=("single_label_classification", "regression",
                                               "multi_label_classification"),
-                   help="default: regression for float labels, multi-label for lists of labels, else single-label")
+                   help="default: multi-label for lists of labels, regression when every label is a number and "
+                        "one is not an integer, else single-label (docs/runs.md, Label sets)")
     g.add_argument("--truncation", choices=TRUNCATION_STRATEGIES, default="head",
                    help="how a text longer than max_seq_length is cut (single texts)")
     g.add_argument("--head_tokens", type=int, default=128, help="tokens kept from the start with head+tail")
@@ -37,21 +38,6 @@ def add_arguments(parser):
     return parser
 
 
-def _is_number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) or (
-        isinstance(v, str) and v.strip().lstrip("-").replace(".", "", 1).replace("e-", "", 1).isdigit())
-
-
-def _problem_type(args, labels):
-    if getattr(args, "problem_type", None):
-        return args.problem_type
-    if all(isinstance(v, list) for v in labels):
-        return "multi_label_classification"
-    if all(_is_number(v) for v in labels) and any("." in str(v) for v in labels):
-        return "regression"
-    return "single_label_classification"
-
-
 def load_task(args, tokenizer):
     max_seq_length = getattr(args, "max_seq_length", None) or 128
     train_path = getattr(args, "train_file", None)
@@ -61,14 +47,9 @@ def load_task(args, tokenizer):
     text_col, pair_col, label_col = find_columns(train_path, train_rows, getattr(args, "text_column_name", None),
                                                  getattr(args, "text_pair_column_name", None),
                                                  getattr(args, "label_column_name", None))
-    problem = _problem_type(args, [r[label_col] for _, r in train_rows])
-    if problem == "regression":
-        label_list = None
-    elif problem == "multi_label_classification":
-        label_list = sorted({str(x) for _, r in train_rows for x in r[label_col]})
-    else:
-        label_list = sorted({str(r[label_col]) for _, r in train_rows})
-    label2id = {l: i for i, l in enumerate(label_list)} if label_list else None
+    labels = label_set([(line, r[label_col]) for line, r in train_rows], train_path,   # the rule: tasks/labels.py
+                       getattr(args, "problem_type", None))
+    problem, label_list, label2id = labels.problem_type, labels.names, labels.label2id
     chunks = getattr(args, "long_text", "truncate") == "chunks"
     strategy = getattr(args, "truncation", "head")
     if pair_col and (chunks or strategy != "head"):
@@ -76,24 +57,7 @@ def load_task(args, tokenizer):
                          f"pairs ({text_col}, {pair_col})")
 
     def label_value(path, line, value):
-        if problem == "regression":
-            try:
-                return float(value)
-            except (TypeError, ValueError):
-                raise ValueError(f"{path}:{line}: label {value!r} is not a number (regression)") from None
-        if problem == "multi_label_classification":
-            if not isinstance(value, list):
-                raise ValueError(f"{path}:{line}: multi-label rows need a list of labels, got {value!r}")
-            vec = np.zeros(len(label_list), dtype=np.float64)
-            for x in value:
-                if str(x) not in label2id:
-                    raise ValueError(f"{path}:{line}: label {x!r} does not occur in the training file {train_path}")
-                vec[label2id[str(x)]] = 1.0
-            return vec.tolist()
-        if str(value) not in label2id:
-            raise ValueError(f"{path}:{line}: label {value!r} does not occur in the training file {train_path} "
-                             f"(labels: {label_list[:10]}{' ...' if len(label_list) > 10 else ''})")
-        return label2id[str(value)]
+        return labels.encode(value, path, line)
 
     def encode(text, pair):
         if chunks:

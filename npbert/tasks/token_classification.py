@@ -10,6 +10,7 @@ import numpy as np
 
 from npbert.io._atomic import atomic_write
 from npbert.tasks.base import TaskData
+from npbert.tasks.labels import check_tag_set
 from npbert.tasks.metrics import entity_scores
 from npbert.tasks.readers import read_conll
 
@@ -61,6 +62,7 @@ def load_task(args, tokenizer):
         raise ValueError("token classification needs --train_file (its tags define the label set)")
     train_sentences = read_conll(train_path)
     label_list = sorted({t for _, _, ts in train_sentences for t in ts})
+    check_tag_set(label_list, train_path)
     label2id = {l: i for i, l in enumerate(label_list)}
     all_tokens = getattr(args, "label_all_tokens", False)
 

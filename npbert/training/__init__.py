@@ -7,15 +7,19 @@
 
 See docs/training.md.
 """
+from npbert.io.errors import RunError, SaveError
+
 from .arguments import TrainingArguments
 from .checkpoint import CheckpointError, get_last_checkpoint
 from .collators import (DataCollatorForLanguageModeling, DataCollatorForTokenClassification,
                         DataCollatorForWholeWordMask, DataCollatorWithPadding, default_data_collator)
 from .plots import plot_training_curves
+from .runs import RunLock, prepare_output_dir
+from .signals import TrainingInterrupted
 from .state import EvalPrediction, PredictionOutput, TrainerState, TrainOutput
 from .trainer import Trainer
 
 __all__ = ["TrainingArguments", "Trainer", "TrainerState", "TrainOutput", "EvalPrediction", "PredictionOutput",
            "DataCollatorWithPadding", "DataCollatorForLanguageModeling", "DataCollatorForWholeWordMask",
            "DataCollatorForTokenClassification", "default_data_collator", "CheckpointError", "get_last_checkpoint",
-           "plot_training_curves"]
+           "plot_training_curves", "RunError", "SaveError", "TrainingInterrupted", "RunLock", "prepare_output_dir"]

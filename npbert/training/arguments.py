@@ -3,7 +3,12 @@
 Only what a single-process NumPy trainer needs; every field keeps transformers' meaning.
 npbert adds `layerwise_lr_decay`, `head_learning_rate` (seed 004's rates),
 `early_stopping_patience` / `early_stopping_threshold` (transformers' EarlyStoppingCallback
-arguments) and `plot` (training_curves.png when matplotlib is installed).
+arguments), `plot` (training_curves.png when matplotlib is installed) and
+`ignore_changed_args` (resume even though an argument in RESULT_FIELDS changed).
+
+`overwrite_output_dir` is transformers' field: a run into a directory holding another run's
+checkpoints or model is refused unless it is set (the old checkpoints are then removed) or
+the run resumes (see npbert.training.runs).
 """
 import dataclasses
 import json
@@ -11,6 +16,16 @@ import math
 from dataclasses import dataclass, field
 
 from npbert.optim.schedules import SCHEDULER_NAMES
+
+# The fields whose change alters a run's result: resuming a checkpoint with any of them
+# different from the saved training_args.json is refused (listing each change) unless
+# ignore_changed_args.  num_train_epochs counts only when max_steps is not set.
+RESULT_FIELDS = ("seed", "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
+                 "max_grad_norm", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_ratio", "warmup_steps",
+                 "per_device_train_batch_size", "gradient_accumulation_steps", "max_steps", "num_train_epochs",
+                 "optim", "dataloader_drop_last", "layerwise_lr_decay", "head_learning_rate", "label_names",
+                 "early_stopping_patience", "early_stopping_threshold", "metric_for_best_model",
+                 "greater_is_better")
 
 OPTIMIZERS = ("adamw", "adam", "adam_weight_decay", "bert_adam")
 STRATEGIES = ("no", "steps", "epoch")
@@ -53,6 +68,8 @@ class TrainingArguments:
     early_stopping_patience: int = None
     early_stopping_threshold: float = 0.0
     plot: bool = True
+    overwrite_output_dir: bool = False
+    ignore_changed_args: bool = False
 
     def __post_init__(self):
         def bad(msg):
@@ -107,6 +124,20 @@ class TrainingArguments:
     def get_warmup_steps(self, num_training_steps):
         """warmup_steps if > 0, else ceil(warmup_ratio * num_training_steps)."""
         return self.warmup_steps if self.warmup_steps > 0 else math.ceil(num_training_steps * self.warmup_ratio)
+
+    def changed_result_args(self, saved):
+        """[(field, saved value, this value)] for the RESULT_FIELDS that differ from `saved` (a
+        dict, as training_args.json holds it); fields `saved` does not have are not compared."""
+        mine = json.loads(json.dumps(self.to_dict()))          # the same JSON types as `saved`
+        changes = []
+        for name in RESULT_FIELDS:
+            if name not in saved or name not in mine:
+                continue
+            if name == "num_train_epochs" and (mine["max_steps"] > 0 and saved.get("max_steps", -1) > 0):
+                continue
+            if saved[name] != mine[name]:
+                changes.append((name, saved[name], mine[name]))
+        return changes
 
     def to_dict(self):
         return dataclasses.asdict(self)

@@ -23,6 +23,16 @@ class EvalPrediction:
         return (self.predictions, self.label_ids)[i]
 
 
+_FIELD_TYPES = {
+    "epoch": (int, float), "global_step": (int,), "max_steps": (int,), "logging_steps": (int,),
+    "eval_steps": (int,), "save_steps": (int,), "train_batch_size": (int, None), "num_train_epochs": (int,),
+    "num_input_tokens_seen": (int,), "total_flos": (int, float), "log_history": (list,),
+    "best_metric": (int, float, None), "best_global_step": (int, None), "best_model_checkpoint": (str, None),
+    "stateful_callbacks": (dict, None),
+}
+_NON_NEGATIVE = ("epoch", "global_step", "max_steps", "num_train_epochs")
+
+
 @dataclass
 class TrainerState:
     """The fields of transformers' trainer_state.json."""
@@ -51,7 +61,30 @@ class TrainerState:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d, source="trainer_state.json"):
+        """The state from a dict as save_to_json writes it; a field of the wrong type (a
+        `"global_step": "200"`) is a CheckpointError naming `source` and the field."""
+        from npbert.io.errors import CheckpointError
+        if not isinstance(d, dict):
+            raise CheckpointError(f"{source}: expected a JSON object, got {type(d).__name__}")
+        for name, value in d.items():
+            kinds = _FIELD_TYPES.get(name)
+            if kinds is None:
+                continue
+            ok = (value is None and None in kinds) or any(
+                k is not None and isinstance(value, k) and not (isinstance(value, bool) and k is not bool)
+                for k in kinds)
+            if ok and isinstance(value, (int, float)) and not isinstance(value, bool) and name in _NON_NEGATIVE:
+                ok = value >= 0
+            if not ok:
+                wanted = " or ".join("null" if k is None else {int: "an integer", float: "a number", str: "a string",
+                                                               list: "a list", dict: "an object", bool: "true/false"}[k]
+                                     for k in kinds)
+                raise CheckpointError(f"{source}: field {name!r} must be {wanted}"
+                                      f"{' >= 0' if name in _NON_NEGATIVE else ''}, got {value!r}")
+        for k, entry in enumerate(d.get("log_history") or []):
+            if not isinstance(entry, dict):
+                raise CheckpointError(f"{source}: log_history[{k}] must be an object, got {entry!r}")
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 

@@ -18,10 +18,16 @@ cut into per_device_train_batch_size; the permutation depends on (seed, epoch) o
 resumed run finds its place by counting.  Dropout draws from model.state.rng and masking
 collators from their own `rng`: both generators' states go into every checkpoint, so a run
 stopped and resumed ends bit-identical to one that never stopped.
+
+Around the loop (npbert.training.runs, .signals, .checkpoint): the output directory's lock is
+held for the whole of train(), a directory holding another run's files is refused unless
+overwrite_output_dir or resuming, SIGINT / SIGTERM stop at the end of a step with a checkpoint
+(TrainingInterrupted), and a resume checks the checkpoint and the arguments it was saved with.
 """
 import inspect
 import math
 import os
+import sys
 import time
 import warnings
 
@@ -30,9 +36,11 @@ import numpy as np
 from npbert import optim
 
 from . import checkpoint as ckpt
+from . import runs
 from .arguments import TrainingArguments
 from .collators import default_data_collator
 from .progress import ProgressLine
+from .signals import StopOnSignal, stopped_after_step, stopped_at_once
 from .state import EvalPrediction, PredictionOutput, TrainerState, TrainOutput
 
 _LABEL_NAMES = ("labels", "next_sentence_label", "start_positions", "end_positions")
@@ -74,6 +82,10 @@ class Trainer:
         self._warned_columns = False
         self._patience = 0
         self.progress = None
+        # the command that resumes this run, for the message after SIGINT/SIGTERM ({checkpoint}
+        # is replaced by the path); the CLI sets it, a library user gets the Python call
+        self.resume_command = None
+        self._stop, self._last_saved, self._resumed_from = None, None, None
 
     # ---- optimizer and schedule -------------------------------------------------------------
     def create_optimizer_and_scheduler(self, num_training_steps):
@@ -152,6 +164,20 @@ class Trainer:
 
     # ---- the loop -----------------------------------------------------------------------------
     def train(self, resume_from_checkpoint=None):
+        """Train, holding output_dir's run lock; see the module docstring.  Raises RunError when
+        the directory is taken or holds another run's files, CheckpointError when a resume is
+        refused, TrainingInterrupted after SIGINT / SIGTERM."""
+        a = self.args
+        with runs.RunLock(a.output_dir):
+            runs.prepare_output_dir(a.output_dir, a.overwrite_output_dir, resume_from_checkpoint)
+            self._last_saved, self._resumed_from = None, None
+            with StopOnSignal(self._announce, self._interrupted_at_once) as self._stop:
+                try:
+                    return self._train(resume_from_checkpoint)
+                finally:
+                    self._stop = None
+
+    def _train(self, resume_from_checkpoint):
         a, model = self.args, self.model
         n, updates_per_epoch, total, epochs = self._plan()
         self.create_optimizer_and_scheduler(total)
@@ -196,8 +222,11 @@ class Trainer:
                     metrics = self.evaluate()
                     is_best, stop_early = self._track_best(metrics)
                     stop = stop or stop_early
-                if self._due(a.save_strategy, st.save_steps, epoch_end):
+                saved = self._due(a.save_strategy, st.save_steps, epoch_end)
+                if saved:
                     self._save_checkpoint(is_best)
+                if self._stop is not None and self._stop.requested:
+                    self._stop_after_step(saved)
                 if st.global_step >= total:
                     stop = True
                 if stop:
@@ -207,6 +236,7 @@ class Trainer:
         done = st.global_step - start_step
         if a.load_best_model_at_end and st.best_model_checkpoint:
             from npbert.io import read_safetensors
+            ckpt.verify_checkpoint(st.best_model_checkpoint)
             model.load_state_dict(read_safetensors(os.path.join(st.best_model_checkpoint, "model.safetensors")))
             self.progress.message(f"loaded the best model ({a.metric_for_best_model} = {st.best_metric:.4g}) from "
                                   f"{st.best_model_checkpoint}")
@@ -218,7 +248,11 @@ class Trainer:
                    "total_flos": 0.0, "train_loss": train_loss}
         st.log_history.append({**metrics, "epoch": round(st.epoch, 4), "step": st.global_step})
         os.makedirs(a.output_dir, exist_ok=True)
-        st.save_to_json(os.path.join(a.output_dir, "trainer_state.json"))
+        try:
+            st.save_to_json(os.path.join(a.output_dir, "trainer_state.json"))
+        except OSError as e:
+            raise ckpt.save_error(os.path.join(a.output_dir, "trainer_state.json"), st.global_step, e,
+                                  a.output_dir) from e
         self._plot()
         return TrainOutput(st.global_step, train_loss, metrics)
 
@@ -248,8 +282,8 @@ class Trainer:
             if not math.isfinite(loss):
                 raise FloatingPointError(
                     f"the loss is {loss} at step {self.state.global_step + 1} (epoch {epoch}, train examples "
-                    f"{idx.tolist()[:8]}{'...' if len(idx) > 8 else ''}): training stopped; the last checkpoint "
-                    f"in {a.output_dir} is intact. Lower the learning rate or check the inputs.")
+                    f"{idx.tolist()[:8]}{'...' if len(idx) > 8 else ''}): training stopped; "
+                    f"{ckpt.describe_last_checkpoint(a.output_dir)}. Lower the learning rate or check the inputs.")
             g = model.backward(loss=1.0 / len(micro))         # d (loss / n_micro) / d params
             if math.isnan(float(out["loss"])):       # the nan MLM part: its gradient is 0, the NSP part counts
                 loss = 0.0
@@ -264,7 +298,7 @@ class Trainer:
             norm = optim.clip_grad_norm_(grads, a.max_grad_norm)
             if not math.isfinite(norm):
                 raise FloatingPointError(f"the gradient norm is {norm} at step {self.state.global_step + 1}: "
-                                         f"training stopped; the last checkpoint in {a.output_dir} is intact")
+                                         f"training stopped; {ckpt.describe_last_checkpoint(a.output_dir)}")
         self._last_lr = self.lr_scheduler.get_last_lr()[0]
         self.optimizer.step(grads)
         self.lr_scheduler.step()
@@ -326,28 +360,36 @@ class Trainer:
                      "early_stopping_threshold": a.early_stopping_threshold},
             "attributes": {"early_stopping_patience_counter": self._patience}}}
         ckpt.save_checkpoint(path, self.model, self.optimizer, self.lr_scheduler, self._rng_states(), st.to_dict(), a)
+        self._last_saved = path
         ckpt.rotate_checkpoints(a.output_dir, a.save_total_limit, st.best_model_checkpoint)
         return path
 
+    # ---- SIGINT / SIGTERM (the messages: signals.py) --------------------------------------------
+    def _announce(self, message):
+        if self.progress is not None:
+            self.progress.message(message)
+        else:
+            print(message, file=sys.stderr, flush=True)
+
+    def _stop_after_step(self, saved):
+        """The first signal came during this step: save (unless just saved) and stop."""
+        path = self._last_saved if saved else self._save_checkpoint()
+        self.progress.close()
+        raise stopped_after_step(self._stop.requested, self.state, path, self.resume_command)
+
+    def _interrupted_at_once(self, signum):
+        return stopped_at_once(signum, self.state, self._last_saved or self._resumed_from, self.resume_command)
+
     def _resume(self, resume_from_checkpoint, total):
-        a = self.args
-        path = resume_from_checkpoint
-        if path is True:
-            path = ckpt.get_last_checkpoint(a.output_dir)
-            if path is None:
-                raise ckpt.CheckpointError(f"resume_from_checkpoint=True, but {a.output_dir} holds no "
-                                           f"{ckpt.PREFIX}-<step> directory")
-        rng_states, saved = ckpt.load_checkpoint(path, self.model, self.optimizer, self.lr_scheduler)
-        for key, now in (("train_batch_size", a.per_device_train_batch_size), ("max_steps", total)):
-            if saved.get(key) is not None and saved[key] != now:
-                raise ckpt.CheckpointError(f"{path} was saved by a run with {key}={saved[key]}; this run has "
-                                           f"{key}={now}: resuming would not continue the same run")
-        self.model.state.rng.bit_generator.state = rng_states["dropout"]
+        from .resume import resume_checkpoint
+        rng_states, saved, path = resume_checkpoint(self, resume_from_checkpoint, total)
+        self._resumed_from = path
+        self.model.state.rng.bit_generator.state = rng_states["dropout"]      # (states checked by load)
         rng = getattr(self.data_collator, "rng", None)
         if rng is not None:
             if "collator" not in rng_states:
-                raise ckpt.CheckpointError(f"{path} holds no collator generator state, but this run's collator draws "
-                                           "random numbers")
+                raise ckpt.CheckpointError(f"{path} holds no collator generator state, but this run's collator "
+                                           "draws random numbers")
             rng.bit_generator.state = rng_states["collator"]
         self.state = TrainerState.from_dict(saved)
         self._patience = (saved.get("stateful_callbacks", {}).get("EarlyStoppingCallback", {})
@@ -411,9 +453,12 @@ class Trainer:
     # ---- saving ---------------------------------------------------------------------------------
     def save_model(self, output_dir=None):
         output_dir = output_dir or self.args.output_dir
-        self.model.save_pretrained(output_dir)
-        if self.processing_class is not None and hasattr(self.processing_class, "save_pretrained"):
-            self.processing_class.save_pretrained(output_dir)
+        try:
+            self.model.save_pretrained(output_dir)
+            if self.processing_class is not None and hasattr(self.processing_class, "save_pretrained"):
+                self.processing_class.save_pretrained(output_dir)
+        except OSError as e:
+            raise ckpt.save_error(f"the model to {output_dir}", self.state.global_step, e, self.args.output_dir) from e
 
     def save_state(self):
         os.makedirs(self.args.output_dir, exist_ok=True)

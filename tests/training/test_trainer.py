@@ -136,8 +136,9 @@ def test_trainer_state_json_and_checkpoint_contents(tmp_path):
     trainer = Trainer(classifier(), args, train_dataset=classification_dataset(), data_collator=DataCollatorWithPadding(tok))
     trainer.train()
     ck = tmp_path / "o" / "checkpoint-3"
-    assert sorted(os.listdir(ck)) == ["config.json", "model.safetensors", "optimizer.json", "optimizer.safetensors",
-                                      "rng_state.json", "scheduler.json", "trainer_state.json", "training_args.json"]
+    assert sorted(os.listdir(ck)) == ["config.json", "manifest.json", "model.safetensors", "optimizer.json",
+                                      "optimizer.safetensors", "rng_state.json", "scheduler.json",
+                                      "trainer_state.json", "training_args.json"]
     state = json.loads((tmp_path / "o" / "trainer_state.json").read_text())
     for key in ("log_history", "global_step", "epoch", "max_steps", "best_metric", "best_model_checkpoint",
                 "logging_steps", "save_steps", "train_batch_size", "num_train_epochs", "total_flos"):
