@@ -26,12 +26,16 @@ behind it, `bad` the entries that failed.  The recipe (why each part, docs/testi
   again with the five-point stencil at steps 1e-3 * 4^-k * max(1, |x_i|), k = 0..5, smaller
   each time (a LayerNorm row whose spread is near sqrt(eps) varies on that scale; a ReLU kink
   within h of the entry).  It agrees as soon as one estimate agrees; it is wrong as soon as two
-  successive estimates agree with each other but not with the analytic value (the differences
-  have converged, elsewhere); if neither happens it is unresolved, reported as bad too.
+  successive estimates whose truncation errors differ a lot (another stencil, or a step at
+  least 4 times smaller) agree with each other but not with the analytic value (the
+  differences have converged, elsewhere); if neither happens it is unresolved, bad too.
 """
 from collections import namedtuple
 
 import numpy as np
+
+__all__ = ["numerical_gradient", "numerical_gradient_array", "rel_error", "check_gradients", "check_forward_backward",
+           "check_model", "model_loss", "Comparison"]
 
 Comparison = namedtuple("Comparison", ["rel_error", "analytic", "numerical", "error", "ok", "bad", "note"])
 Comparison.__doc__ = """One gradient checked.
@@ -143,9 +147,12 @@ def _judge(f, x, ix, a, h, order, tol, floor_abs, loss_scale):
         noise = NOISE * eps * loss_scale / step
         if agree(a, estimate, noise):
             return estimate, "ok", n
-        if previous is not None and agree(previous[0], estimate, previous[1] + noise):
-            return estimate, "wrong", n                  # converged, to something else
-        previous = (estimate, noise)
+        # Converged elsewhere: two estimates whose truncation errors differ a lot (another
+        # stencil, or a step 4 times smaller: the five-point error falls 256-fold) agree.
+        if previous is not None and (previous[3] != k or previous[2] >= 4 * step) \
+                and agree(previous[0], estimate, previous[1] + noise):
+            return estimate, "wrong", n
+        previous = (estimate, noise, step, k)
     return estimate, "unresolved", len(steps)
 
 

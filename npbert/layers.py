@@ -22,6 +22,9 @@ cache["probs"] holds layer i's attention probabilities (B, N, F, T) as used.
 """
 import numpy as np
 
+__all__ = ["get_extended_attention_mask", "layer_state_dict", "layer_forward", "layer_backward",
+           "embeddings_forward", "embeddings_backward"]
+
 
 def get_extended_attention_mask(attention_mask, input_shape=None, dtype=np.float64, is_decoder=False):
     """The 1/0 attention mask -> the additive mask the encoder's layers receive, as BertModel

@@ -41,6 +41,10 @@ import numpy as np
 from npbert.layers import (embeddings_backward, embeddings_forward, get_extended_attention_mask,  # noqa: F401
                            layer_backward, layer_forward, layer_state_dict)
 
+__all__ = ["bert_configs", "ACTIVATIONS", "state_dicts", "model_inputs", "attention_masks", "head_masks", "texts",
+           "characters", "vocabularies", "SPECIAL_TOKENS", "get_extended_attention_mask", "layer_state_dict",
+           "layer_forward", "layer_backward", "embeddings_forward", "embeddings_backward"]
+
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "quick_gelu", "tanh",
                "sigmoid", "linear")
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -82,10 +86,12 @@ def state_dicts(draw, model, scales=(0.3, 0.6, 1.0)):
     """
     s = draw(st.sampled_from(scales))
     rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
-    out = {}
+    out, drawn = {}, {}
     for name, p in model.state_dict().items():
-        base = 1.0 if name.endswith("LayerNorm.weight") else 0.0
-        out[name] = (base + rng.normal(0.0, s, size=p.shape)).astype(p.dtype)
+        if id(p) not in drawn:        # a tied weight (the MLM decoder's) is one array under two names
+            base = 1.0 if name.endswith("LayerNorm.weight") else 0.0
+            drawn[id(p)] = (base + rng.normal(0.0, s, size=p.shape)).astype(p.dtype)
+        out[name] = drawn[id(p)]
     return out
 
 

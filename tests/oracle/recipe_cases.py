@@ -69,21 +69,29 @@ def layer_weights(config, rng, s):
 
 def layer_case(data, bugs=ob.BACKWARD_BUGS):
     config = data.draw(nt.bert_configs(max_layers=1, activations=("gelu",)), label="config")
-    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1)))
-    weights = layer_weights(config, rng, data.draw(st.sampled_from([0.3, 1.0])))
     B, T = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 6))
-    keep = data.draw(nt.attention_masks(B, T))
-    x = rng.normal(size=(B, T, config.hidden_size)) * data.draw(st.sampled_from([1.0, 1.0, 30.0]))   # 30: saturated
+    case = dict(seed=data.draw(st.integers(0, 2 ** 32 - 1)), s=data.draw(st.sampled_from([0.3, 1.0])),
+                x_scale=data.draw(st.sampled_from([1.0, 1.0, 30.0])),     # 30: the softmax saturates
+                keep=data.draw(nt.attention_masks(B, T)))
+    return layer_counts(config, bugs=bugs, **case)
+
+
+def layer_counts(config, seed, s, x_scale, keep, bugs=ob.BACKWARD_BUGS):
+    """The layer case for given draws (what layer_case's details print, to replay one)."""
+    rng = np.random.default_rng(seed)
+    weights = layer_weights(config, rng, s)
+    x = rng.normal(size=keep.shape + (config.hidden_size,)) * x_scale
     dout = rng.standard_normal(x.shape)
-    seed = int(rng.integers(1 << 30))
+    sample_seed = int(rng.integers(1 << 30))
     counts = Counter(layers=1)
-    right = _check_layer(config, weights, x, keep, dout, (), seed)
+    right = _check_layer(config, weights, x, keep, dout, (), sample_seed)
     if not all(c.ok for c in right.values()):
         counts["false failures"] += 1
-        counts.setdefault("details", []).append((config.to_dict(), {n: (c.error, c.note) for n, c in right.items()
-                                                                     if not c.ok}))
+        counts.setdefault("details", []).append((config.to_dict(), dict(seed=seed, s=s, x_scale=x_scale,
+                                                                         keep=keep.tolist()),
+                                                 {n: (c.error, c.note) for n, c in right.items() if not c.ok}))
     for bug in bugs:
-        wrong = _check_layer(config, weights, x, keep, dout, (bug,), seed)
+        wrong = _check_layer(config, weights, x, keep, dout, (bug,), sample_seed)
         differs = any(np.any(np.abs(wrong[n].analytic - right[n].analytic)
                              > 1e-6 * np.maximum(np.abs(right[n].analytic), 1e-3 * _scale(right)))
                       for n in right)
