@@ -229,11 +229,12 @@ def _check_all(loss, arrays, grads, h, order, max_entries, seed, tol, floor, sca
     f = lambda _x: loss()                                        # noqa: E731
     result = {}
     for name, x in arrays.items():
-        indices = list(np.ndindex(*x.shape))
-        full = max_entries is None or len(indices) <= max_entries
-        if not full:
-            chosen = rng.choice(len(indices), size=max_entries, replace=False)
-            indices = [indices[i] for i in sorted(chosen)]
+        full = max_entries is None or x.size <= max_entries
+        if full:
+            indices = list(np.ndindex(*x.shape))
+        else:                                     # (no list of every index: a word table has millions)
+            chosen = rng.choice(x.size, size=max_entries, replace=False)
+            indices = [tuple(int(i) for i in np.unravel_index(k, x.shape)) for k in sorted(chosen)]
         fn, note, row = (f, "", None) if special is None or name not in special else special[name]
         c = _compare(fn, x, grads[name], indices, h, order, tol, floor_abs, loss_scale, full)
         if any(ix[0] == row for ix in indices):
