@@ -51,6 +51,8 @@ def run(kind, n, rng_seed, old):
             known = ("attention.self.key.bias", "embeddings.word_embeddings.weight")
             total["old recipe: models failed, key bias and word embeddings aside"] += any(
                 not n.endswith(known) for n in fails)
+            for kind in {n.split(".", 3)[-1] if n.startswith("encoder.") else n for n in fails}:
+                total[f"old recipe fails on {kind}"] += 1
         return checks
 
     recipe_cases.check_model = check_model_both
