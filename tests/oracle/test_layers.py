@@ -52,10 +52,10 @@ def test_extended_mask_equals_transformers():
     B, T = keep.shape
     for decoder in (False, True):
         ours = get_extended_attention_mask(keep, (B, T), dtype=np.float64, is_decoder=decoder)
-        config = transformers.BertConfig(hidden_size=8, num_attention_heads=2, is_decoder=decoder,
-                                         attn_implementation="eager")
-        model = transformers.BertModel(config).to(torch.float64)
-        if hasattr(model, "get_extended_attention_mask"):                        # transformers 4.x
+        config = transformers.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                         intermediate_size=16, is_decoder=decoder, attn_implementation="eager")
+        if hasattr(transformers.modeling_utils.ModuleUtilsMixin, "get_extended_attention_mask"):   # 4.x
+            model = transformers.BertModel(config).to(torch.float64)
             theirs = model.get_extended_attention_mask(torch.tensor(keep), (B, T), dtype=torch.float64)
         else:                                                                    # transformers 5.x
             from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
