@@ -1,7 +1,11 @@
 """Hypothesis strategies for property tests of BERT implementations, npbert's or your own.
 
-    bert_configs(...)               valid BertConfigs: hidden divisible by heads, every activation npbert
-                                    has, small sizes so a model builds in milliseconds
+    bert_configs(...)               valid BertConfigs: hidden divisible by heads, small sizes so a model
+                                    builds in milliseconds; hidden_act drawn from all TEN activations
+                                    npbert has (ACTIVATIONS) unless activations=("gelu",) says otherwise
+    state_dicts(model, ...)         random O(1) weights for model.load_state_dict: every parameter drawn,
+                                    biases too, LayerNorm weights around 1 (the default init, std 0.02
+                                    and zero biases, hides bias and scale bugs)
     model_inputs(config, ...)       {"input_ids", "attention_mask", "token_type_ids"} (and optionally
                                     "inputs_embeds" instead of ids): ids in range, at least one kept
                                     token per row; padded rows and one-token sequences come up often
@@ -12,6 +16,10 @@
                                     zero-width characters
     characters()                    one code point, weighted towards the ones tokenizers get wrong
     vocabularies()                  WordPiece vocabularies: the special tokens first, then words and ## pieces
+
+Re-exported from npbert.layers (no hypothesis needed there): get_extended_attention_mask (1/0 mask ->
+additive), layer_state_dict, layer_forward / layer_backward (one encoder layer), embeddings_forward /
+embeddings_backward.  Compare in float64: build models with dtype=np.float64.
 
     from hypothesis import given
     import npbert, npbert.testing as nt
@@ -30,6 +38,13 @@ except ImportError as e:                     # pragma: no cover - depends on the
 
 import numpy as np
 
+from npbert.layers import (embeddings_backward, embeddings_forward, get_extended_attention_mask,  # noqa: F401
+                           layer_backward, layer_forward, layer_state_dict)
+
+__all__ = ["bert_configs", "ACTIVATIONS", "state_dicts", "model_inputs", "attention_masks", "head_masks", "texts",
+           "characters", "vocabularies", "SPECIAL_TOKENS", "get_extended_attention_mask", "layer_state_dict",
+           "layer_forward", "layer_backward", "embeddings_forward", "embeddings_backward"]
+
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "quick_gelu", "tanh",
                "sigmoid", "linear")
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -38,7 +53,11 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 @st.composite
 def bert_configs(draw, max_layers=2, max_heads=4, max_head_size=8, max_vocab=64, max_positions=32,
                  activations=ACTIVATIONS, dropout=False):
-    """Valid, small BertConfigs (dropout 0 unless dropout=True, so forwards are deterministic)."""
+    """Valid, small BertConfigs (dropout 0 unless dropout=True, so forwards are deterministic).
+
+    hidden_act is drawn from `activations`, by default all of ACTIVATIONS (exact and tanh GELUs,
+    ReLU, SiLU, ...): an implementation that has only exact GELU passes activations=("gelu",).
+    layer_norm_eps is 1e-12 (BERT's) or 1e-5 (torch's default), pad_token_id 0."""
     from npbert.config import BertConfig
     heads = draw(st.integers(1, max_heads))
     head_size = draw(st.integers(1, max_head_size))
@@ -52,6 +71,28 @@ def bert_configs(draw, max_layers=2, max_heads=4, max_head_size=8, max_vocab=64,
                         layer_norm_eps=draw(st.sampled_from([1e-12, 1e-5])), pad_token_id=0)
     config.validate()
     return config
+
+
+@st.composite
+def state_dicts(draw, model, scales=(0.3, 0.6, 1.0)):
+    """{name: array} for `model.load_state_dict`: every parameter of `model` (keys, shapes and dtype
+    as model.state_dict()) drawn at random with O(1) entries, so that no bias is 0 and no scale 1.
+
+    One standard deviation s from `scales` per draw; weights, embeddings and biases ~ N(0, s^2),
+    LayerNorm weights ~ 1 + N(0, s^2).  The padding row is drawn too (it is a parameter like the
+    others; only its gradient is special).  Drawn from a seed, so an example shrinks to a seed and a scale.
+
+        model.load_state_dict(data.draw(nt.state_dicts(model)))
+    """
+    s = draw(st.sampled_from(scales))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    out, drawn = {}, {}
+    for name, p in model.state_dict().items():
+        if id(p) not in drawn:        # a tied weight (the MLM decoder's) is one array under two names
+            base = 1.0 if name.endswith("LayerNorm.weight") else 0.0
+            drawn[id(p)] = (base + rng.normal(0.0, s, size=p.shape)).astype(p.dtype)
+        out[name] = drawn[id(p)]
+    return out
 
 
 @st.composite

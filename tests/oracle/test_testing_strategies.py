@@ -93,3 +93,20 @@ def test_vocabularies_build_tokenizers(vocab):
     assert vocab[:5] == list(nt.SPECIAL_TOKENS) and len(set(vocab)) == len(vocab)
     tok = _tok(vocab)
     assert tok.convert_tokens_to_ids(vocab[5]) == 5
+
+
+def test_bert_configs_draw_ten_activations_unless_told():
+    """The docs say so: all ten activations by default (an exact-GELU-only implementation must
+    pass activations=("gelu",)); with activations= only those."""
+    assert len(nt.ACTIVATIONS) == 10 and len(set(nt.ACTIVATIONS)) == 10
+    from npbert.functional import get_activation
+    assert all(callable(get_activation(name)[1]) for name in nt.ACTIVATIONS)   # each one npbert has
+    seen = set()
+
+    @settings(max_examples=60, deadline=None, database=None)
+    @given(nt.bert_configs(activations=("gelu", "relu")))
+    def only_these(config):
+        seen.add(config.hidden_act)
+        assert config.hidden_act in ("gelu", "relu")
+    only_these()
+    assert seen == {"gelu", "relu"}
