@@ -21,7 +21,9 @@ from collections import namedtuple
 import numpy as np
 
 from npbert.config import BertConfig
+from npbert.paths import get_path
 
+from .fast import FAST_TWINS
 from .module import ModelState, Module
 from .torch_api import TorchModuleAPI
 
@@ -80,12 +82,14 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
             init_seed, dropout_seed = np.random.SeedSequence(seed).spawn(2)
             state = ModelState(config, _check_dtype(dtype), np.random.default_rng(dropout_seed))
             state.training = True    # as a freshly built torch module; from_pretrained returns eval()
+            state.twins = FAST_TWINS  # the fast path's module classes (npbert/modeling/fast.py)
             self._init_rng = np.random.default_rng(init_seed)
         else:  # a submodule such as `self.bert` of a head: share the head's state
             state = _parent.state
         super().__init__(state, _prefix)
         self._is_root = _parent is None
         self._cache = None
+        self._forward_path = None            # the path the last forward ran on: its backward runs there too
         self.inputs_embeds_grad = None
 
     @property
@@ -98,6 +102,7 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
         if not self._is_root:
             return
         self._init_weights(None if _SKIP_INIT[0] else list(self.state.inits))
+        self.state.use_path(get_path())
 
     def _init_weights(self, names):
         """transformers' `_init_weights`: Linear and Embedding weights ~ N(0, initializer_range),
@@ -204,6 +209,23 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
             params[name][...] = value          # in place: an optimizer holding the array sees the new values
         return IncompatibleKeys(missing, unexpected)
 
+    @contextlib.contextmanager
+    def batch_offset(self, first_row):
+        """`with model.batch_offset(a): out = model(**batch)`: this batch is rows [a, a + B) of a
+        larger, global batch (data parallelism: each process runs its share of the rows).  Row r
+        then gets the dropout masks the global batch's row a + r gets (npbert/ops/dropout.py), so
+        the shares together compute exactly what one process computes with the global batch,
+        provided every process draws the same step seeds: give each the same generator state
+        (`model.state.rng`), and one forward per step.  Outside the block rows count from 0."""
+        first_row = int(first_row)
+        if first_row < 0:
+            raise ValueError(f"batch_offset: the first row's global index must be >= 0, got {first_row}")
+        before, self.state.batch_offset = self.state.batch_offset, first_row
+        try:
+            yield self
+        finally:
+            self.state.batch_offset = before
+
     # ---- train / eval ---------------------------------------------------------------
     def train(self, mode=True):
         """Dropout on (`mode=True`) or off."""
@@ -230,6 +252,8 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
             return_dict = getattr(self.config, "return_dict", True)
         self._cache = None                  # free the last forward's activations before making new ones
         self.state.keep_caches = is_grad_enabled()
+        self._forward_path = get_path()
+        self.state.use_path(self._forward_path)   # the modules' classes for this path (module.py)
         try:
             output, cache = self.forward(**kwargs)
         finally:
@@ -290,6 +314,7 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
         if unknown and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
             raise TypeError(f"{type(self).__name__}.backward() got unexpected keyword(s) {unknown}: it takes the "
                             f"upstream gradient of an output by name, one of {accepted} (and retain_graph)")
+        self.state.use_path(self._forward_path)   # the classes that made the cache, whatever the path now
         self.state.release_caches = not retain_graph
         try:
             grads, dembeds = self._backward(self._cache, **upstream)
