@@ -208,10 +208,11 @@ class BertForMultipleChoice(_BertHeadModel):
                 token_type_ids = flat
             else:
                 position_ids = flat
-        outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
-                                                 head_mask, inputs_embeds, output_hidden_states, output_attentions)
-        pooled_output, drop_cache = F.dropout_forward(outputs.pooler_output, self.classifier_dropout,
-                                                    self.dropout_rng(), self.training)                  # (B*C, H)
+        with self.state.rows_times(C):      # a row of bert is one choice: example b's rows start at b C
+            outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
+                                                     inputs_embeds, output_hidden_states, output_attentions)
+            pooled_output, drop_cache = F.dropout_forward(outputs.pooler_output, self.classifier_dropout,
+                                                          self.dropout_rng(), self.training)            # (B*C, H)
         logits, clf_cache = F.linear_forward(pooled_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B*C, 1)
         reshaped_logits = logits.reshape(B, C)                                                      # (B, C)
         loss, loss_cache = None, None
