@@ -128,7 +128,7 @@ def _gemm_floor_runner(args, dH, with_attention=False):
     B, T, N = args.batch, args.seq, 12
     q = x0.reshape(B, T, N, h // N).transpose(0, 2, 1, 3)                # (B, N, T, D) view, as npbert's
 
-    from npbert.ops.parallel import over_batch          # the fastest way found to run many small GEMMs
+    from npbert.fast.parallel import over_batch          # the fastest way found to run many small GEMMs
 
     def attention():                                             # Q K^T and probs V, per batch row and head
         if not with_attention:
