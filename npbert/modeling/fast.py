@@ -126,11 +126,11 @@ class FastBertIntermediate(BertIntermediate):
     """BertIntermediate's numbers: act(dense(hidden_states))."""
 
     def forward(self, hidden_states):
-        act_forward, act_backward = F.get_activation(self.config.hidden_act)
+        act_forward, _ = F.get_activation(self.config.hidden_act)
         cache = {}
         h, cache["dense"] = F.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, I)
         out, cache["act"] = act_forward(h)                                                                # (B, T, I)
-        if act_backward is F.gelu_backward:
+        if self.config.hidden_act in ("gelu", "gelu_python"):
             cache["out"] = out          # a reference (BertOutput's dense keeps it too): Phi = out / h
         return out, cache
 
