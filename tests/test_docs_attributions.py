@@ -12,7 +12,8 @@ README.md (docs/index.md, "Conventions", states the rules for writers):
    file and a name in it (`path.py: name` or `path.py: Class.method`), a class, a method
    (`Class.method`) or a module-level function (`name()` or a bare name defined once in the
    package).  The code must occur in that place's source, compared with runs of whitespace
-   collapsed and `...` standing for any text.  A second span that names no place (e.g.
+   collapsed and `...` standing for any text.  (Spans in double backticks are examples, not
+   attributions.)  A second span that names no place (e.g.
    "`head_mask` in `output`") is prose, not an attribution, and is not checked.
 2. Places: every code span `path: name` names a file that defines that name, and every code span
    that is a path into the repository (npbert/, tests/, docs/, weights_tools/) exists.
@@ -99,10 +100,18 @@ def occurs(code, sources):
     return any(re.search(pattern, src, re.S) for src in sources)
 
 
+def _read(page):
+    """The page, with ``double-backtick`` spans (code about code, e.g. the convention's own
+    example) blanked out."""
+    with open(page, encoding="utf-8") as f:
+        text = f.read()
+    return re.sub(r"``.*?``", lambda m: " " * len(m.group(0)), text, flags=re.S)
+
+
 def attributions():
     found = []
     for page in PAGES:
-        text = open(page, encoding="utf-8").read()
+        text = _read(page)
         for m in ATTRIBUTION.finditer(text):
             line = text[:m.start()].count("\n") + 1
             found.append((os.path.relpath(page, REPO), line, m.group(1), m.group(2)))
@@ -136,7 +145,7 @@ def test_the_pages_attribute_code_and_the_check_can_fail():
 
 @pytest.mark.parametrize("page", [os.path.relpath(p, REPO) for p in PAGES])
 def test_paths_and_names_the_pages_give_exist(page):
-    text = open(os.path.join(REPO, page), encoding="utf-8").read()
+    text = _read(os.path.join(REPO, page))
     for m in PATH_SPAN.finditer(text):
         path, name = m.group(1), m.group(2)
         line = text[:m.start()].count("\n") + 1

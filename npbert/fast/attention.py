@@ -27,8 +27,9 @@ def _rows(a, start, stop):
 
 def attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=None, training=False, scale=None,
                       out=None):
-    """The reference's arguments (npbert/ops/attention.py), and `out`: an array (B, N, F, D)
-    (a view is fine) to write the context into.
+    """context = dropout(softmax(q k^T * scale + mask)) * head_mask @ v, as npbert/ops/attention.py's
+    attention_forward (the same arguments), per batch row on threads; `out`: an array
+    (B, N, F, D) (a view is fine) to write the context into.
 
     Returns (context (B, N, F, D), cache); cache["probs"] holds the probabilities as used
     (after dropout and head mask)."""
@@ -62,7 +63,9 @@ def attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=Non
 
 
 def attention_backward(dcontext, cache, dprobs=None, out=None, free=False):
-    """dcontext: (B, N, F, D); dprobs: optional upstream gradient of cache["probs"] (someone
+    """dv = probs^T dcontext; dscores = softmax_backward(dropout_backward(dcontext v^T + dprobs) *
+    head_mask) * scale; dq = dscores k; dk = dscores^T q: npbert/ops/attention.py's
+    attention_backward, per batch row on threads.  dcontext: (B, N, F, D); dprobs: optional upstream gradient of cache["probs"] (someone
     read the attention probabilities); out: optional (dq, dk, dv) arrays to write into.
     free: empty the cache as soon as its arrays are read for the last time (a backward that
     frees activations as it goes keeps its peak low this way).

@@ -21,7 +21,8 @@ _PARALLEL_MIN = 1 << 16          # elements: smaller arrays are multiplied in th
 
 
 def dropout_forward(x, p, rng, training):
-    """Returns (y, cache), as the reference: y is x itself and the cache None in eval or p == 0."""
+    """y = x * keep * (1 / (1 - p)), as npbert/ops/dropout.py's dropout_forward (the same masks).
+    Returns (y, cache); y is x itself and the cache None in eval or with p == 0."""
     if not training or p == 0.0:
         return x, None
     if p >= 1.0:
@@ -59,8 +60,8 @@ def _masked_scale(x, keep, scale):
 
 
 def keep_mask(rng, shape, p):
-    """Boolean (shape) mask, True with probability 1 - p: the reference's bits (keep_mask in
-    npbert/ops/dropout.py), those of a DropoutKey drawn in pieces on threads."""
+    """keep = u >= round(p 2^32), u the raw uint32 draws of npbert/ops/dropout.py's keep_mask (the
+    same bits); those of a DropoutKey drawn in pieces on threads.  Boolean, of `shape`."""
     if not isinstance(rng, DropoutKey):
         return reference_keep_mask(rng, shape, p)
     rows, n_row = (shape[0], int(np.prod(shape[1:]))) if len(shape) else (1, 1)

@@ -17,8 +17,8 @@ _ONE_HOT_MAX_ROWS = 256
 
 
 def embedding_backward(dout, cache, padding_idx=None):
-    """Scatter-add: dW[v] = sum of dout over the positions where ids == v; the `padding_idx` row
-    gets no gradient.  Returns dW, shaped like W."""
+    """dW[v] = sum of dout over the positions where ids == v, as npbert/ops/embedding.py's
+    embedding_backward; the `padding_idx` row gets no gradient.  Returns dW, shaped like W."""
     ids, weight_shape = cache
     flat_ids = ids.reshape(-1)                                               # (M,), M = B * T
     d = dout.reshape(-1, weight_shape[1])                                    # (M, C)

@@ -26,7 +26,9 @@ def _over_rows(work, n_rows):
 
 
 def layer_norm_forward(x, weight, bias, eps):
-    """(..., C) -> ((..., C), cache).  The cache is (xhat, rstd, weight)."""
+    """y = weight * (x - mean) / sqrt(var + eps) + bias, as npbert/ops/layer_norm.py's
+    layer_norm_forward, row block by row block on threads.  (..., C) -> ((..., C), cache);
+    the cache is (xhat, rstd, weight)."""
     C = x.shape[-1]
     x2 = x.reshape(-1, C)                                     # (M, C), M = prod(leading dims)
     y = np.empty_like(x2)                                     # (M, C)
@@ -48,11 +50,9 @@ def layer_norm_forward(x, weight, bias, eps):
 
 
 def layer_norm_backward(dy, cache):
-    """Returns (dx, {"weight": dweight, "bias": dbias}).
-
-    With xhat = (x - mean) * rstd and g = dy * weight (the gradient at xhat):
-        dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
-    (derivation in docs/backward.md), in place on g, block by block."""
+    """dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * weight, as npbert/ops/layer_norm.py's
+    layer_norm_backward (derivation in docs/backward.md), in place on g, block by block.
+    Returns (dx, {"weight": dweight, "bias": dbias})."""
     xhat, rstd, weight = cache
     C = dy.shape[-1]
     dy2 = dy.reshape(-1, C)                                   # (M, C)

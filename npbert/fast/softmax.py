@@ -10,7 +10,8 @@ import numpy as np
 
 
 def softmax_forward(x, out=None):
-    """(..., T) -> (..., T), rows sum to 1.  The cache is the output itself.
+    """y = exp(x - max(x)) / sum(exp(x - max(x))), as npbert/ops/softmax.py's softmax_forward.
+    (..., T) -> (..., T), rows sum to 1.  The cache is the output itself.
 
     `out=x` computes in place, for a caller that owns `x` and no longer needs it (attention's
     scores); otherwise a new array is returned and `x` is left alone."""
@@ -21,7 +22,8 @@ def softmax_forward(x, out=None):
 
 
 def softmax_backward(dy, cache, out=None):
-    """dx = y * (dy - sum(dy * y)): the Jacobian diag(y) - y y^T applied to dy, row by row.
+    """dx = y * (dy - sum(dy * y)), as npbert/ops/softmax.py's softmax_backward (the row sums an
+    einsum, with no temporary).
 
     `out=dy` computes in place, for a caller that owns `dy` (attention's backward); otherwise
     a new array is returned and `dy` is left alone."""
