@@ -100,7 +100,7 @@ class Module:
         (context, probs).  For looking inside a model (masks are additive, as the modules
         receive them); gradients come from the model's backward() after the model's forward."""
         self.state.use_path(get_path())
-        self.state.new_step()
+        self.state.step_seed = None          # a new step: its first dropout site draws the seed (dropout_rng)
         out = self.forward(*args, **kwargs)[:-1]
         return out[0] if len(out) == 1 else out
 
