@@ -1,7 +1,7 @@
 """BERT on a few screens: the whole forward and the hand-written backward as plain functions over
 a transformers-named state dict (picoGPT's gpt2.py, llm.c's train_gpt2.py), built from the
 reference ops of npbert/ops.  The same numbers as npbert.BertModel (tested to 1e-12 in float64,
-dropout off and on: tests/modeling/test_reference.py); BertModel adds the input checks, the
+dropout off and on: tests/modeling/test_reference_functions.py); BertModel adds the input checks, the
 options (head mask, 3-D and causal masks, freezing, ...), the heads and the fast path.
 
     params = npbert.BertModel.from_pretrained(path).state_dict()   # {"encoder.layer.0.attention.self.query.weight": ...}
