@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+import npbert
 from npbert.cli.common import CliError, non_negative_int
 from npbert.cli.explain_walk import REL_TOL, Checks, gradient_check, walk_forward  # noqa: F401 (REL_TOL: for tests)
 
@@ -83,8 +84,6 @@ def _minilm_path():
 
 def load_model(args, dtype):
     """Returns (model, model_dir or None, description)."""
-    import npbert
-
     if args.model is not None and args.random:
         raise CliError("--model and --random exclude each other", status=2)
     path = args.model if args.model is not None else (None if args.random else _minilm_path())
@@ -210,11 +209,9 @@ def explain(args, out=None):
     if model.dtype == np.float64:
         model64 = model
     elif model_dir is None:
-        import npbert
         model64 = npbert.BertModel(c, seed=args.seed, dtype=np.float64).eval()
         model64.load_state_dict(model.state_dict())                         # the very same weights
     else:
-        import npbert
         model64 = npbert.BertModel.from_pretrained(args.model or model_dir, dtype=np.float64)
     n_checked = gradient_check(model64, ids, attention_mask, args.seed, out, checks)
 

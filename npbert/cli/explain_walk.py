@@ -7,6 +7,9 @@ outputs, and model.backward() checked against finite differences in float64.
 """
 import numpy as np
 
+from npbert import reference
+from npbert.gradcheck import rel_error
+
 REL_TOL = 1e-6            # finite differences vs backward, float64, per checked tensor
 EPS = 1e-5                # finite-difference step
 ENTRIES = (3, 3)          # per checked tensor: the entries with the largest |grad|, random entries
@@ -68,8 +71,6 @@ def walk_forward(model, ids, attention_mask, out, checks):
     parameters (its functions keep each activation under a name), checked against what the model
     itself returned.  Read along with docs/embeddings.md, docs/attention.md, docs/feed_forward.md,
     docs/encoder.md."""
-    from npbert import reference
-
     c = model.config
     p = model.state_dict()                       # the model's own arrays, keyed as transformers'
     dtype = model.dtype
@@ -157,8 +158,6 @@ def _sample_entries(g, rng):
 
 def gradient_check(model, ids, attention_mask, seed, out, checks):
     """model.backward(pooler_output=u, last_hidden_state=w) vs centred finite differences, float64."""
-    from npbert.gradcheck import rel_error
-
     rng = np.random.default_rng(seed)
     B, T = ids.shape
     H = model.config.hidden_size
