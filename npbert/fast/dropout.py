@@ -11,8 +11,8 @@ caller's np.random.Generator is that generator's next draws, in order, as in the
 """
 import numpy as np
 
+from npbert.ops import dropout as reference
 from npbert.ops.dropout import DropoutKey, site_stream, threshold_for
-from npbert.ops.dropout import keep_mask as reference_keep_mask
 
 from .parallel import parallel_for
 
@@ -23,10 +23,8 @@ _PARALLEL_MIN = 1 << 16          # elements: smaller arrays are multiplied in th
 def dropout_forward(x, p, rng, training):
     """y = x * keep * (1 / (1 - p)), as npbert/ops/dropout.py's dropout_forward (the same masks).
     Returns (y, cache); y is x itself and the cache None in eval or with p == 0."""
-    if not training or p == 0.0:
-        return x, None
-    if p >= 1.0:
-        return np.zeros_like(x), (None, x.dtype.type(0.0))
+    if not training or p == 0.0 or p >= 1.0:
+        return reference.dropout_forward(x, p, rng, training)    # the identity, or everything dropped
     keep = keep_mask(rng, x.shape, p)
     scale = x.dtype.type(1.0 / (1.0 - p))
     return _masked_scale(x, keep, scale), (keep, scale)   # y = x * keep * (1 / (1 - p))
@@ -34,11 +32,9 @@ def dropout_forward(x, p, rng, training):
 
 def dropout_backward(dy, cache):
     """In the forward: y = x * keep * scale.   dx = dy * keep * scale."""
-    if cache is None:
-        return dy
+    if cache is None or cache[0] is None:
+        return reference.dropout_backward(dy, cache)             # the identity, or all zeros
     keep, scale = cache
-    if keep is None:
-        return np.zeros_like(dy)
     return _masked_scale(dy, keep, scale)
 
 
@@ -63,7 +59,7 @@ def keep_mask(rng, shape, p):
     """keep = u >= round(p 2^32), u the raw uint32 draws of npbert/ops/dropout.py's keep_mask (the
     same bits); those of a DropoutKey drawn in pieces on threads.  Boolean, of `shape`."""
     if not isinstance(rng, DropoutKey):
-        return reference_keep_mask(rng, shape, p)
+        return reference.keep_mask(rng, shape, p)
     rows, n_row = (shape[0], int(np.prod(shape[1:]))) if len(shape) else (1, 1)
     words = (n_row + 1) // 2                                   # W, 64-bit words per row
     total = rows * words
