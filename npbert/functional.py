@@ -1,6 +1,7 @@
-"""npbert's op-level references as a stable public API: the very functions the modules call
-(re-exported from npbert/ops, no second copy), each a forward returning (out, cache) and a
-backward taking (dout, cache), so that other people's kernels can be property-tested against them.
+"""npbert's op-level references as a stable public API: the reference ops the modules call on the
+reference path (re-exported from npbert/ops, no second copy; the fast path's twins, npbert.fast,
+compute the same numbers), each a forward returning (out, cache) and a backward taking
+(dout, cache), so that other people's kernels can be property-tested against them.
 
     linear_forward(x (..., in), W (out, in), b (out,))            -> y (..., out)
     linear_backward(dy, cache)                                     -> dx, {"weight": dW, "bias": db}
@@ -9,7 +10,8 @@ backward taking (dout, cache), so that other people's kernels can be property-te
     layer_norm_forward(x (..., C), gamma (C,), beta (C,), eps)     -> y (..., C)   biased variance, as torch
     layer_norm_backward(dy, cache)                                 -> dx, {"weight": dgamma, "bias": dbeta}
     softmax_forward(x (..., T)) / softmax_backward(dy, cache)      max-shifted, rows sum to 1
-    dropout_forward(x, p, rng, training) / dropout_backward        inverted dropout, explicit generator
+    dropout_forward(x, p, rng, training) / dropout_backward        inverted dropout; rng an np.random.Generator,
+                                                                   or a DropoutKey (a model's keyed masks)
     gelu_forward, gelu_new_forward, relu_forward, tanh_forward, sigmoid_forward, silu_forward, ...
                                                                    and their *_backward(dy, cache)
     get_activation(name)                                           (forward, backward) for a hidden_act
@@ -32,7 +34,7 @@ from npbert.ops.activations import (gelu_backward, gelu_fast_backward, gelu_fast
                                     quick_gelu_forward, relu_backward, relu_forward, sigmoid_backward,
                                     sigmoid_forward, silu_backward, silu_forward, tanh_backward, tanh_forward)
 from npbert.ops.attention import attention_backward, attention_forward
-from npbert.ops.dropout import dropout_backward, dropout_forward
+from npbert.ops.dropout import DropoutKey, dropout_backward, dropout_forward
 from npbert.ops.embedding import embedding_backward, embedding_forward
 from npbert.ops.layer_norm import layer_norm_backward, layer_norm_forward
 from npbert.ops.linear import linear_backward, linear_forward
@@ -41,4 +43,4 @@ from npbert.ops.losses import (bce_with_logits_backward, bce_with_logits_forward
 from npbert.ops.softmax import softmax_backward, softmax_forward
 
 
-__all__ = [n for n in dir() if n.endswith(("_forward", "_backward")) or n == "get_activation"]
+__all__ = [n for n in dir() if n.endswith(("_forward", "_backward")) or n in ("get_activation", "DropoutKey")]

@@ -126,8 +126,10 @@ def test_unknown_words_become_unk():
 
 def test_a_wrong_backward_fails(monkeypatch, capsys):
     """Softmax backward without its `- y * sum(dy * y)` term: the attention gradients go wrong."""
-    import npbert.ops.attention as attention          # the op BertSelfAttention calls
-    monkeypatch.setattr(attention, "softmax_backward", lambda dy, y, out=None: np.multiply(dy, y, out=out))
+    import npbert.fast.attention
+    import npbert.ops
+    for where in (npbert.ops, npbert.fast.attention):    # the reference BertSelfAttention's F, the fast op's
+        monkeypatch.setattr(where, "softmax_backward", lambda dy, y, out=None: np.multiply(dy, y, out=out))
     status, out, _ = run(["explain", "--random"], capsys)
     assert status == 1
     assert "FAIL" in out.splitlines()[-1]
@@ -138,10 +140,12 @@ def test_a_wrong_backward_fails(monkeypatch, capsys):
 
 def test_a_forward_that_differs_from_the_read_along_fails(monkeypatch, capsys):
     """If the model's attention computed something else than docs/attention.md says, the
-    recomputation from the parameters no longer matches `output.attentions`."""
-    import npbert.ops.attention as attention          # the op BertSelfAttention calls
-    real = attention.softmax_forward
-    monkeypatch.setattr(attention, "softmax_forward", lambda x, out=None: real(x * x.dtype.type(1.5), out=out))
+    recomputation from the parameters (npbert/reference.py) no longer matches `output.attentions`."""
+    import npbert.fast.attention
+    import npbert.ops
+    for where in (npbert.ops, npbert.fast.attention):    # the model's softmax on either path, not reference.py's
+        real = where.softmax_forward
+        monkeypatch.setattr(where, "softmax_forward", lambda x, out=None, real=real: real(x * x.dtype.type(1.5)))
     status, out, _ = run(["explain", "--random"], capsys)
     assert status == 1
     assert "MISMATCH" in out

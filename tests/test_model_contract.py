@@ -4,6 +4,8 @@ import pytest
 
 import npbert
 
+pytestmark = pytest.mark.usefixtures("npbert_path")   # both paths: the fast twins free caches during the backward, the reference keeps them
+
 
 def _model():
     cfg = npbert.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,

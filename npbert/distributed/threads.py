@@ -8,8 +8,8 @@ each waiting for the others.  So each rank takes its share:
     pool    = the cores of all the machine's ranks together (the union of their cores_r)
     threads = max(1, min(len(cores_r), len(pool) // L))        L = ranks on this machine
 
-for npbert's own loops (npbert.ops.set_num_threads) and for OpenBLAS (set at run time through
-its openblas_set_num_threads, found the way npbert.ops.parallel finds it; the environment
+for npbert's own loops (npbert.fast.set_num_threads) and for OpenBLAS (set at run time through
+its openblas_set_num_threads, found the way npbert.fast.parallel finds it; the environment
 variables are read only when numpy loads, which is before any npbert code runs).  Examples:
 2 ranks on 2 cores, unbound or bound to a core each: 1 thread each; 4 ranks bound to a
 socket of 8 cores each on 16 cores: 4 each; 3 ranks oversubscribing 2 cores: 1 each.
@@ -23,7 +23,7 @@ A single process (no launcher) is not touched: npbert's defaults apply.
 """
 import os
 
-from npbert.ops import parallel
+from npbert.fast import parallel
 
 
 def usable_cores():
@@ -70,14 +70,8 @@ def configure_threads(world, threads=None, environ=None):
             how.append(f"BLAS threads from {blas_var}")
     if n_npbert is not None:
         parallel.set_num_threads(n_npbert)
-    blas_now = None
-    setter, getter = parallel._find_openblas_setter()
-    if n_blas is not None:
-        if setter is None:
-            how.append("no OpenBLAS whose thread count can be set is loaded: set OMP_NUM_THREADS for the BLAS numpy uses")
-        else:
-            setter(n_blas)
-    if getter is not None:
-        blas_now = int(getter())
+    if n_blas is not None and not parallel.set_blas_num_threads(n_blas):
+        how.append("no OpenBLAS whose thread count can be set is loaded: set OMP_NUM_THREADS for the BLAS numpy uses")
+    blas_now = parallel.get_blas_num_threads()
     return {"npbert": parallel.get_num_threads(), "blas": blas_now, "cores": mine, "local_ranks": len(local),
             "how": "; ".join(how)}

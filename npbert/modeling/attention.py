@@ -2,24 +2,19 @@
 
     B = batch, T = sequence length (keys), F = sequence length (queries; F = T here),
     H = hidden size, N = attention heads, D = H / N head size
+
+Their fast twins (Q, K, V as one stacked GEMM, the context written in place, activations freed
+during the backward) are in npbert/modeling/fast.py.
 """
-import numpy as np
-
-from npbert.ops.attention import attention_backward, attention_forward
-from npbert.ops.dropout import dropout_backward, dropout_forward
-from npbert.ops.layer_norm import layer_norm_backward, layer_norm_forward
-from npbert.ops.linear import linear_forward, linear_input_grad, linear_param_grads
-
-from .module import Module
+from .module import Module, ops_for_path
 
 
 class BertSelfAttention(Module):
     """Scaled dot-product attention over N heads.
 
-        Q, K, V = x Wq^T + bq, x Wk^T + bk, x Wv^T + bv             (B, T, H) -> (B, N, T, D)
-                  (computed as one GEMM with the three weights stacked)
+        Q, K, V = x Wq^T + bq, x Wk^T + bk, x Wv^T + bv               (B, T, H) -> (B, N, T, D)
         probs   = dropout(softmax(Q K^T / sqrt(D) + mask)) * head_mask  (B, N, F, T)
-        context = probs V                                          (B, N, F, D) -> (B, F, H)
+        context = probs V                                             (B, N, F, D) -> (B, F, H)
     """
 
     def __init__(self, state, prefix):
@@ -32,74 +27,77 @@ class BertSelfAttention(Module):
         self.add_linear("key", H, H)
         self.add_linear("value", H, H)
 
-    def stacked_qkv(self):
-        """[Wq; Wk; Wv] (3H, H) and [bq, bk, bv] (3H,): the three projections as one nn.Linear."""
-        names = ("query", "key", "value")
-        return (np.concatenate([self.p(f"{n}.weight") for n in names]),
-                np.concatenate([self.p(f"{n}.bias") for n in names]))
-
     def split_heads(self, x):
         """(B, T, H) -> (B, N, T, D), a view."""
         B, T, _ = x.shape
         return x.reshape(B, T, self.num_attention_heads, self.attention_head_size).transpose(0, 2, 1, 3)
 
+    @staticmethod
+    def merge_heads(x):
+        """(B, N, T, D) -> (B, T, H = N D)."""
+        B, N, T, D = x.shape
+        return x.transpose(0, 2, 1, 3).reshape(B, T, N * D)
+
     def forward(self, hidden_states, attention_mask=None, head_mask=None):
         """hidden_states: (B, T, H); attention_mask: additive, broadcastable to (B, N, F, T)
         (0 where attended, finfo.min where masked) or None; head_mask: (N,) or None.
-        Returns (context (B, F, H), probs (B, N, F, T), cache).
-
-        Between the projections runs npbert.ops.attention (npbert.functional.attention_forward):
-        softmax(Q K^T / sqrt(D) + mask), dropout, head mask, times V."""
+        Returns (context (B, F, H), probs (B, N, F, T), cache)."""
+        F = ops_for_path()                   # npbert.ops, or its fast twins npbert.fast (module.py)
         cache = {}
-        # Q, K and V are three nn.Linear layers (query, key, value); they read the same x, so
-        # they run as one GEMM with the three weights stacked: [Wq; Wk; Wv] is (3H, H).
-        H = self.config.hidden_size
-        qkv_weight, qkv_bias = self.stacked_qkv()                                 # (3H, H), (3H,)
-        qkv, _ = linear_forward(hidden_states, qkv_weight, qkv_bias)              # (B, T, 3H)
-        cache["x"] = hidden_states      # the backward rebuilds the stacked weight rather than keep it
-        q, k, v = qkv[..., :H], qkv[..., H:2 * H], qkv[..., 2 * H:]              # (B, T, H) views
-        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)   # (B, N, T, D) each
-        B, N, T, D = q.shape
-        context = np.empty((B, T, N * D), dtype=q.dtype)                          # (B, F, H)
-        _, cache["attention"] = attention_forward(
-            q, k, v, attention_mask, head_mask, self.config.attention_probs_dropout_prob,
-            self.state.rng, self.training, out=self.split_heads(context),         # written as (B, N, F, D)
-            scale=self.scaling)
-        return context, cache["attention"]["probs"], cache
+        query_layer, cache["query"] = F.linear_forward(hidden_states, self.p("query.weight"), self.p("query.bias"))
+        key_layer, cache["key"] = F.linear_forward(hidden_states, self.p("key.weight"), self.p("key.bias"))
+        value_layer, cache["value"] = F.linear_forward(hidden_states, self.p("value.weight"), self.p("value.bias"))
+        query_layer = self.split_heads(query_layer)                                # (B, N, F, D)
+        key_layer = self.split_heads(key_layer)                                    # (B, N, T, D)
+        value_layer = self.split_heads(value_layer)                                # (B, N, T, D)
+
+        attention_scores = query_layer @ key_layer.transpose(0, 1, 3, 2) * self.scaling   # (B, N, F, T)
+        if attention_mask is not None:
+            attention_scores = attention_scores + attention_mask                   # finfo.min: exp gives 0
+        attention_probs, cache["softmax"] = F.softmax_forward(attention_scores)    # (B, N, F, T)
+        attention_probs, cache["dropout"] = F.dropout_forward(
+            attention_probs, self.config.attention_probs_dropout_prob, self.dropout_rng(), self.training)
+        if head_mask is not None:
+            attention_probs = attention_probs * head_mask[None, :, None, None]     # 0 switches a head off
+        context_layer = attention_probs @ value_layer                              # (B, N, F, D)
+        context_layer = self.merge_heads(context_layer)                            # (B, F, H)
+
+        cache.update(query_layer=query_layer, key_layer=key_layer, value_layer=value_layer,
+                     attention_probs=attention_probs, head_mask=head_mask)
+        return context_layer, attention_probs, cache
 
     def backward(self, dcontext, cache, dprobs=None):
         """dcontext: (B, F, H); dprobs: optional upstream gradient of the returned probs.
-        Returns (dhidden_states (B, T, H), grads).
+        Returns (dhidden_states (B, T, H), grads).  Each step undoes one forward line, bottom up."""
+        F = ops_for_path()
+        query_layer, key_layer, value_layer = cache["query_layer"], cache["key_layer"], cache["value_layer"]
+        attention_probs, head_mask = cache["attention_probs"], cache["head_mask"]
+        dcontext_layer = self.split_heads(dcontext)                                # (B, N, F, D)
+        # in the forward: context_layer = attention_probs @ value_layer
+        dattention_probs = dcontext_layer @ value_layer.transpose(0, 1, 3, 2)       # (B, N, F, T)
+        dvalue_layer = attention_probs.transpose(0, 1, 3, 2) @ dcontext_layer       # (B, N, T, D)
+        if dprobs is not None:
+            dattention_probs = dattention_probs + dprobs                           # the probs were an output too
+        # in the forward: attention_probs = attention_probs * head_mask
+        if head_mask is not None:
+            dattention_probs = dattention_probs * head_mask[None, :, None, None]
+        # in the forward: attention_probs = dropout(attention_probs)
+        dattention_probs = F.dropout_backward(dattention_probs, cache["dropout"])
+        # in the forward: attention_probs = softmax(attention_scores)
+        dattention_scores = F.softmax_backward(dattention_probs, cache["softmax"])   # (B, N, F, T)
+        # in the forward: attention_scores = query_layer @ key_layer^T * scaling + mask (a constant)
+        dattention_scores = dattention_scores * self.scaling
+        dquery_layer = dattention_scores @ key_layer                               # (B, N, F, D)
+        dkey_layer = dattention_scores.transpose(0, 1, 3, 2) @ query_layer         # (B, N, T, D)
 
-        Each cached array is dropped as soon as the last step that reads it has run (when the
-        backward frees activations as it goes), so the peak stays low: the probs before dQ and
-        dK are made, Q, K and V before the projection's GEMMs."""
-        x = cache["x"]
-        B, T, H = dcontext.shape
-        dqkv = np.empty((B, T, 3 * H), dtype=dcontext.dtype)                      # [dQ, dK, dV] side by side
-        dq, dk, dv = dqkv[..., :H], dqkv[..., H:2 * H], dqkv[..., 2 * H:]        # (B, T, H) views
-        attention_backward(self.split_heads(dcontext), cache["attention"], dprobs,
-                           out=(self.split_heads(dq), self.split_heads(dk), self.split_heads(dv)),
-                           free=self.state.release_caches)
-        self.release(cache)
-
-        # in the forward: Q = x Wq^T + bq, K = x Wk^T + bk, V = x Wv^T + bv, one GEMM with the
-        # weights stacked, so the backward is one GEMM each way too:
-        #   [dWq; dWk; dWv] = [dQ, dK, dV]^T x          dx = dQ Wq + dK Wk + dV Wv = [dQ, dK, dV] [Wq; Wk; Wv]
-        names = ("query", "key", "value")
-        trainable = [n for n in names if self.trainable(n + ".weight") or self.trainable(n + ".bias")]
-        grads = {}
-        if len(trainable) == 3:
-            g = linear_param_grads(dqkv, x)                                       # (3H, H), (3H,)
-            for i, name in enumerate(names):
-                grads[f"{self.prefix}{name}.weight"] = g["weight"][i * H:(i + 1) * H]   # (H, H) row blocks
-                grads[f"{self.prefix}{name}.bias"] = g["bias"][i * H:(i + 1) * H]       # (H,)
-        else:                                                                     # some of them frozen
-            for name, d in zip(names, (dq, dk, dv)):
-                if name in trainable:
-                    grads.update(self.prefixed(name, linear_param_grads(d, x)))
-        qkv_weight, _ = self.stacked_qkv()                                        # (3H, H)
-        dx = linear_input_grad(dqkv, qkv_weight, x.shape)                         # (B, T, H)
+        # in the forward: query_layer = split_heads(x Wq^T + bq), and the same for key and value:
+        # x fed all three projections, so its gradient is the sum of theirs.
+        dx_q, grads = self.linear_backward("query", self.merge_heads(dquery_layer), cache["query"])
+        dx_k, g = self.linear_backward("key", self.merge_heads(dkey_layer), cache["key"])
+        grads.update(g)
+        dx_v, g = self.linear_backward("value", self.merge_heads(dvalue_layer), cache["value"])
+        grads.update(g)
+        dx = dx_q + dx_k + dx_v                                                    # (B, T, H)
         return dx, grads
 
 
@@ -113,28 +111,25 @@ class BertSelfOutput(Module):
         self.add_layer_norm("LayerNorm", H)
 
     def forward(self, hidden_states, input_tensor):
+        F = ops_for_path()
         cache = {}
-        h, cache["dense"] = linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))
-        h, cache["dropout"] = dropout_forward(h, self.config.hidden_dropout_prob, self.state.rng, self.training)
-        h += input_tensor                       # in place: neither the dense nor the dropout cache holds h
-        h, cache["ln"] = layer_norm_forward(h, self.p("LayerNorm.weight"), self.p("LayerNorm.bias"),
-                                            self.config.layer_norm_eps)
-        return h, cache
+        hidden_states, cache["dense"] = F.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))
+        hidden_states, cache["dropout"] = F.dropout_forward(hidden_states, self.config.hidden_dropout_prob,
+                                                            self.dropout_rng(), self.training)
+        hidden_states, cache["ln"] = F.layer_norm_forward(hidden_states + input_tensor, self.p("LayerNorm.weight"),
+                                                          self.p("LayerNorm.bias"), self.config.layer_norm_eps)
+        return hidden_states, cache
 
     def backward(self, dout, cache):
-        """Returns (dhidden_states, dinput_tensor, grads): the residual sends dsum to both."""
-        grads = {}
-        dsum, g = layer_norm_backward(dout, cache["ln"])                           # (B, T, H)
-        grads.update(self.prefixed("LayerNorm", g))
-        dh = dropout_backward(dsum, cache["dropout"])
-        x, weight, _ = cache["dense"]
-        self.release(cache)
-        if self.trainable("dense.weight") or self.trainable("dense.bias"):
-            grads.update(self.prefixed("dense", linear_param_grads(dh, x)))
-        x_shape = x.shape
-        del x           # the dense input (in BertOutput the (B, T, I) GELU output) goes before dx is made
-        dx = linear_input_grad(dh, weight, x_shape)
-        return dx, dsum, grads
+        """Returns (dhidden_states, dinput_tensor, grads).
+        In the forward: out = LayerNorm(h + input_tensor): the sum sends dsum to both terms."""
+        F = ops_for_path()
+        dsum, g = F.layer_norm_backward(dout, cache["ln"])                        # (B, T, H)
+        grads = self.prefixed("LayerNorm", g)
+        dh = F.dropout_backward(dsum, cache["dropout"])
+        dhidden_states, g = self.linear_backward("dense", dh, cache["dense"])
+        grads.update(g)
+        return dhidden_states, dsum, grads
 
 
 class BertAttention(Module):
@@ -148,8 +143,8 @@ class BertAttention(Module):
     def forward(self, hidden_states, attention_mask=None, head_mask=None):
         """(B, T, H) -> ((B, T, H), probs (B, N, T, T), cache)."""
         context, probs, self_cache = self.self.forward(hidden_states, attention_mask, head_mask)
-        out, output_cache = self.output.forward(context, hidden_states)
-        return out, probs, (self_cache, output_cache)
+        attention_output, output_cache = self.output.forward(context, hidden_states)
+        return attention_output, probs, (self_cache, output_cache)
 
     def backward(self, dout, cache, dprobs=None):
         self_cache, output_cache = cache

@@ -83,6 +83,8 @@ class BertModel(BertPreTrainedModel):
         output.hidden_states (L+1 arrays (B, T, H)) and output.attentions (L arrays (B, N, T, T))."""
         ids, types, positions, inputs_embeds, mask, head_mask = self._prepare_inputs(
             input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds)
+        if self._is_root:                   # (a head starts the step itself, its own dropout included)
+            self.state.new_step()           # in training: this forward's dropout seed (modeling/module.py)
         embedding_output, embeddings_cache = self.embeddings.forward(ids, types, positions, inputs_embeds)
         sequence_output, hidden_states, attentions, encoder_cache = self.encoder.forward(
             embedding_output, mask, head_mask, output_hidden_states, output_attentions)   # (B, T, H)

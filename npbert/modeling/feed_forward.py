@@ -1,12 +1,14 @@
 """The position-wise feed-forward block: BertIntermediate and BertOutput.
 
     B = batch, T = sequence length, H = hidden size, I = intermediate size
+
+BertIntermediate's fast twin (the GELU backward reading Phi off the forward's output, in the
+memory of its upstream gradient) is in npbert/modeling/fast.py.
 """
-from npbert.ops.activations import gelu_backward, get_activation
-from npbert.ops.linear import linear_forward
+from npbert.ops.activations import get_activation
 
 from .attention import BertSelfOutput
-from .module import Module
+from .module import Module, ops_for_path
 
 
 class BertIntermediate(Module):
@@ -15,28 +17,21 @@ class BertIntermediate(Module):
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
         self.add_linear("dense", self.config.hidden_size, self.config.intermediate_size)
-        self.act_forward, self.act_backward = get_activation(self.config.hidden_act)
+        get_activation(self.config.hidden_act)          # an unknown name fails here, when the model is built
 
     def forward(self, hidden_states):
-        cache = {}
-        h, cache["dense"] = linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, I)
-        out, cache["act"] = self.act_forward(h)                                                          # (B, T, I)
-        if self.act_backward is gelu_backward:
-            cache["out"] = out          # a reference (BertOutput's dense keeps it too): Phi = out / h
-        return out, cache
+        F = ops_for_path()
+        act_forward, _ = F.get_activation(self.config.hidden_act)                 # transformers' ACT2FN[hidden_act]
+        hidden_states, dense_cache = F.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))  # (B, T, I)
+        hidden_states, act_cache = act_forward(hidden_states)                     # (B, T, I)
+        return hidden_states, (dense_cache, act_cache)
 
-    def backward(self, dout, cache, overwrite_dout=False):
-        """overwrite_dout=True lets the activation's gradient reuse dout's memory (BertLayer,
-        which owns dout, passes it): one (B, T, I) array less at the backward's peak.
-        The exact GELU reads Phi(h) off its output (gelu_backward's y=): the output then stays
-        alive until here, one (B, T, I) array more at that point, half the GELU backward's time."""
-        out = dout if overwrite_dout else None
-        if "out" in cache:
-            dh = gelu_backward(dout, cache["act"], out=out, y=cache["out"])                 # (B, T, I)
-        else:
-            dh = self.act_backward(dout, cache["act"], out=out)                            # (B, T, I)
-        dense_cache = cache["dense"]
-        self.release(cache)                      # the activation's (B, T, I) input goes before the GEMMs
+    def backward(self, dout, cache):
+        """dout: (B, T, I).  Returns (dhidden_states (B, T, H), grads)."""
+        F = ops_for_path()
+        dense_cache, act_cache = cache
+        _, act_backward = F.get_activation(self.config.hidden_act)
+        dh = act_backward(dout, act_cache)                                        # (B, T, I)
         return self.linear_backward("dense", dh, dense_cache)                     # (B, T, H), grads
 
 

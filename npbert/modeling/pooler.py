@@ -1,10 +1,7 @@
 """BertPooler: pooled = tanh(dense(hidden_states[:, 0]))      (B, T, H) -> (B, H)"""
 import numpy as np
 
-from npbert.ops.activations import tanh_backward, tanh_forward
-from npbert.ops.linear import linear_forward
-
-from .module import Module
+from .module import Module, ops_for_path
 
 
 class BertPooler(Module):
@@ -13,15 +10,17 @@ class BertPooler(Module):
         self.add_linear("dense", self.config.hidden_size, self.config.hidden_size)
 
     def forward(self, hidden_states):
+        F = ops_for_path()
         first_token_tensor = hidden_states[:, 0]                                  # (B, H), the [CLS] position
-        h, dense_cache = linear_forward(first_token_tensor, self.p("dense.weight"), self.p("dense.bias"))
-        pooled, tanh_cache = tanh_forward(h)                                      # (B, H)
+        h, dense_cache = F.linear_forward(first_token_tensor, self.p("dense.weight"), self.p("dense.bias"))
+        pooled, tanh_cache = F.tanh_forward(h)                                    # (B, H)
         return pooled, (dense_cache, tanh_cache, hidden_states.shape)
 
     def backward(self, dpooled, cache):
         """dpooled: (B, H).  Returns (dhidden_states (B, T, H), zero except at t = 0; grads)."""
+        F = ops_for_path()
         dense_cache, tanh_cache, shape = cache
-        dh = tanh_backward(dpooled, tanh_cache)
+        dh = F.tanh_backward(dpooled, tanh_cache)
         dfirst, grads = self.linear_backward("dense", dh, dense_cache)            # (B, H)
         dhidden_states = np.zeros(shape, dtype=dfirst.dtype)                      # (B, T, H)
         dhidden_states[:, 0] = dfirst

@@ -13,21 +13,21 @@ and implements `forward(**inputs) -> (output, cache)` and
 """
 import contextlib
 import inspect
-import os
 import threading
-import warnings
 from collections import namedtuple
 
 import numpy as np
 
 from npbert.config import BertConfig
+from npbert.paths import get_path
 
+from .fast import FAST_TWINS
+from .loading import _SKIP_INIT, CheckpointMixin, _no_init  # noqa: F401 (_no_init: weights_tools, tests)
 from .module import ModelState, Module
 from .torch_api import TorchModuleAPI
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
-_SKIP_INIT = [False]   # set by from_pretrained: do not draw weights that are about to be loaded
 _grad_mode = threading.local()
 
 
@@ -47,15 +47,6 @@ def no_grad():
         _grad_mode.enabled = before
 
 
-@contextlib.contextmanager
-def _no_init():
-    _SKIP_INIT[0] = True
-    try:
-        yield
-    finally:
-        _SKIP_INIT[0] = False
-
-
 def _check_dtype(dtype):
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
@@ -63,7 +54,7 @@ def _check_dtype(dtype):
     return dtype.type
 
 
-class BertPreTrainedModel(TorchModuleAPI, Module):
+class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
     base_model_prefix = "bert"
     # Parameters under these prefixes may be missing from a checkpoint: they are then
     # initialised fresh with a warning (a task head, or the pooler), as transformers does.
@@ -80,12 +71,14 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
             init_seed, dropout_seed = np.random.SeedSequence(seed).spawn(2)
             state = ModelState(config, _check_dtype(dtype), np.random.default_rng(dropout_seed))
             state.training = True    # as a freshly built torch module; from_pretrained returns eval()
+            state.twins = FAST_TWINS  # the fast path's module classes (npbert/modeling/fast.py)
             self._init_rng = np.random.default_rng(init_seed)
         else:  # a submodule such as `self.bert` of a head: share the head's state
             state = _parent.state
         super().__init__(state, _prefix)
         self._is_root = _parent is None
         self._cache = None
+        self._forward_path = None            # the path the last forward ran on: its backward runs there too
         self.inputs_embeds_grad = None
 
     @property
@@ -98,6 +91,7 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
         if not self._is_root:
             return
         self._init_weights(None if _SKIP_INIT[0] else list(self.state.inits))
+        self.state.use_path(get_path())
 
     def _init_weights(self, names):
         """transformers' `_init_weights`: Linear and Embedding weights ~ N(0, initializer_range),
@@ -204,6 +198,23 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
             params[name][...] = value          # in place: an optimizer holding the array sees the new values
         return IncompatibleKeys(missing, unexpected)
 
+    @contextlib.contextmanager
+    def batch_offset(self, first_row):
+        """`with model.batch_offset(a): out = model(**batch)`: this batch is rows [a, a + B) of a
+        larger, global batch (data parallelism: each process runs its share of the rows).  Row r
+        then gets the dropout masks the global batch's row a + r gets (npbert/ops/dropout.py), so
+        the shares together compute exactly what one process computes with the global batch,
+        provided every process draws the same step seeds: give each the same generator state
+        (`model.state.rng`), and one forward per step.  Outside the block rows count from 0."""
+        first_row = int(first_row)
+        if first_row < 0:
+            raise ValueError(f"batch_offset: the first row's global index must be >= 0, got {first_row}")
+        before, self.state.batch_offset = self.state.batch_offset, first_row
+        try:
+            yield self
+        finally:
+            self.state.batch_offset = before
+
     # ---- train / eval ---------------------------------------------------------------
     def train(self, mode=True):
         """Dropout on (`mode=True`) or off."""
@@ -230,6 +241,8 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
             return_dict = getattr(self.config, "return_dict", True)
         self._cache = None                  # free the last forward's activations before making new ones
         self.state.keep_caches = is_grad_enabled()
+        self._forward_path = get_path()
+        self.state.use_path(self._forward_path)   # the modules' classes for this path (module.py)
         try:
             output, cache = self.forward(**kwargs)
         finally:
@@ -290,6 +303,7 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
         if unknown and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
             raise TypeError(f"{type(self).__name__}.backward() got unexpected keyword(s) {unknown}: it takes the "
                             f"upstream gradient of an output by name, one of {accepted} (and retain_graph)")
+        self.state.use_path(self._forward_path)   # the classes that made the cache, whatever the path now
         self.state.release_caches = not retain_graph
         try:
             grads, dembeds = self._backward(self._cache, **upstream)
@@ -303,120 +317,3 @@ class BertPreTrainedModel(TorchModuleAPI, Module):
         frozen = self.state.frozen
         return {name: grads[name] if name in grads else np.zeros_like(p)
                 for name, p in self.state.params.items() if name not in frozen}
-
-    # ---- checkpoints ----------------------------------------------------------------
-    @classmethod
-    def from_pretrained(cls, path, dtype=np.float32, config=None, **kwargs):
-        """Load `path`: a directory holding a config and one weights file, or a weights file.
-
-        Formats: model.safetensors, pytorch_model.bin, tf_model.h5, Google's bert_model.ckpt,
-        npbert .h5.  `config`: a BertConfig to use instead of the stored one.  Other keywords
-        are config fields (`num_labels=3`, `output_attentions=True`, ...) that override the
-        loaded config, or options of the class's constructor (`add_pooling_layer=False`); any
-        other keyword is an error, and a config whose `model_type` is not "bert" a warning.
-        Keys the class does not use are named in a warning; a missing task head (or pooler) is
-        initialised fresh with a warning naming its keys; any other missing key, or a shape
-        that does not fit, is an error naming the key.
-        """
-        from npbert import io
-        from npbert.config import find_config_file, read_config_dict
-
-        from npbert.io.checks import check_loaded, check_no_interrupted_save
-        if os.path.isdir(path):
-            check_no_interrupted_save(path)
-        weights_file = io.find_weights_file(path)
-        if config is not None:
-            if not isinstance(config, BertConfig):
-                raise TypeError(f"from_pretrained: config must be a BertConfig, got {type(config).__name__}")
-            config_source, stored = "the given config", config.to_dict()
-        elif io.detect_format(weights_file) == io.NPBERT_H5:
-            config_source = f"the config stored in {weights_file}"
-            stored = io.read_npbert_h5_config(weights_file)
-        else:
-            config_source = find_config_file(weights_file)
-            stored = read_config_dict(config_source)
-        model_kwargs, config_overrides = _split_kwargs(cls, kwargs, stored)
-        if stored.get("model_type", "bert") != "bert":
-            warnings.warn(f"{config_source} has model_type={stored['model_type']!r}: you are using a model of "
-                          f"that type to instantiate {cls.__name__} (BERT); this is not supported for all "
-                          "configurations and can yield errors", stacklevel=2)
-        try:
-            if config is None:
-                config = BertConfig.from_dict(stored, **config_overrides)
-            elif config_overrides:
-                config = BertConfig.from_dict(config.to_dict(), **config_overrides)
-            config.validate(dtype)                 # before reading or allocating anything
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"{config_source}: {e}") from None
-        checkpoint = io.read_state_dict(weights_file)
-        check_loaded(checkpoint, config, weights_file, config_source)   # layer count, finite weights
-        with _no_init():
-            model = cls(config, dtype=dtype, **model_kwargs)
-        expected = {name: p.shape for name, p in model.state.params.items()}
-        result = io.match_state_dict(checkpoint, expected, base_model_prefix=cls.base_model_prefix)
-        if result.mismatched:
-            shown = 5
-            lines = [f"  {k}: checkpoint {tuple(c)}, model {tuple(m)}" for k, c, m in result.mismatched[:shown]]
-            if len(result.mismatched) > shown:
-                lines.append(f"  ... and {len(result.mismatched) - shown} more tensors")
-            raise ValueError(f"{weights_file}: shapes do not fit {cls.__name__} built from {config_source}"
-                             f"{' with overrides ' + str(config_overrides) if config_overrides else ''} "
-                             f"({len(result.mismatched)} tensors differ):\n" + "\n".join(lines))
-        fresh = [k for k in result.missing if k.startswith(cls._fresh_prefixes)]
-        missing = [k for k in result.missing if not k.startswith(cls._fresh_prefixes)]
-        if missing:
-            raise ValueError(f"{weights_file}: {cls.__name__} needs {len(missing)} weights the checkpoint "
-                             f"does not have: {missing}")
-        if result.unexpected:
-            warnings.warn(f"Some weights of {weights_file} were not used when initializing {cls.__name__}: "
-                          f"{result.unexpected}", stacklevel=2)
-        if fresh:
-            warnings.warn(f"Some weights of {cls.__name__} were not in {weights_file} and are newly "
-                          f"initialized: {fresh}", stacklevel=2)
-        model._init_weights(fresh)
-        dtype = model.state.dtype
-        for name, value in result.state_dict.items():
-            model.state.params[name] = np.array(value, dtype=dtype, copy=True)
-        return model.eval()          # as transformers' from_pretrained
-
-    def save_pretrained(self, directory, format="safetensors"):
-        """Write config.json and model.safetensors (or npbert_model.h5 with format="h5"),
-        loadable by transformers' `from_pretrained` (safetensors).  Both files are written into
-        a temporary directory and moved into place together (npbert.io.atomic_dir): a kill or a
-        full disk never leaves the weights of one save beside the config of another."""
-        from npbert import io
-        from npbert.io.atomic_dir import atomic_directory
-
-        if os.path.exists(directory) and not os.path.isdir(directory):
-            raise NotADirectoryError(f"save_pretrained({directory!r}): that path is an existing file; "
-                                     "save_pretrained writes a directory (config.json and the weights)")
-        if format not in ("safetensors", "h5"):
-            raise ValueError(f"save_pretrained: format must be 'safetensors' or 'h5', got {format!r}")
-        config = BertConfig.from_dict(self.config.to_dict(), architectures=[type(self).__name__])
-        # One copy per parameter: a tied weight is saved under its own name only, as
-        # transformers' save_pretrained does; loading re-ties it.
-        tensors = {k: np.ascontiguousarray(v) for k, v in self.state.params.items()}
-        with atomic_directory(directory) as tmp:
-            if format == "safetensors":
-                io.write_safetensors(os.path.join(tmp, "model.safetensors"), tensors, {"format": "pt"})
-            else:
-                io.write_npbert_h5(os.path.join(tmp, "npbert_model.h5"), tensors, config.to_dict())
-            config.to_json_file(os.path.join(tmp, "config.json"))
-
-
-def _split_kwargs(cls, kwargs, stored):
-    """from_pretrained's keywords -> (options of cls.__init__, config overrides); a keyword that
-    is neither (nor a field of the stored config) is a TypeError, as a typo must not pass silently."""
-    from npbert.config import CONFIG_FIELDS
-
-    init_options = [n for n, p in inspect.signature(cls.__init__).parameters.items()
-                    if n not in ("self", "config", "seed", "dtype") and not n.startswith("_")
-                    and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    model_kwargs = {k: v for k, v in kwargs.items() if k in init_options}
-    overrides = {k: v for k, v in kwargs.items() if k not in model_kwargs}
-    unknown = [k for k in overrides if k not in CONFIG_FIELDS and k not in stored]
-    if unknown:
-        raise TypeError(f"{cls.__name__}.from_pretrained() got unknown keyword(s) {unknown}: a keyword must be a "
-                        f"config field (e.g. num_labels, output_attentions, hidden_dropout_prob), a loader "
-                        f"option (dtype, config) or an option of {cls.__name__}({', '.join(init_options) or ''})")
-    return model_kwargs, overrides

@@ -11,6 +11,8 @@ import numpy as np
 
 from npbert.ops.pooling import mean_pooling_backward, mean_pooling_forward, normalize_backward, normalize_forward
 
+from .pretrained import no_grad
+
 
 class SentenceEmbedding:
     def __init__(self, model, normalize=True):
@@ -43,13 +45,12 @@ class SentenceEmbedding:
 
 def encode(model, tokenizer, texts, normalize=True, batch_size=32, max_length=None):
     """(len(texts), H) sentence embeddings, in eval mode without keeping activations."""
-    import npbert
     if isinstance(texts, str):
         texts = [texts]
     max_length = max_length or model.config.max_position_embeddings
     emb = SentenceEmbedding(model, normalize)
     out = []
-    with npbert.no_grad():
+    with no_grad():
         for start in range(0, len(texts), batch_size):
             enc = tokenizer(list(texts[start:start + batch_size]), padding=True, truncation=True,
                             max_length=max_length, return_tensors="np")

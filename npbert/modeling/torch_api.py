@@ -19,7 +19,7 @@ from npbert.ops.embedding import embedding_forward
 from npbert.ops.linear import linear_forward
 
 from .embeddings import _as_int_array, _check_range
-from .module import Module
+from .module import _children, _named_submodules, _tree
 
 
 class Embedding:
@@ -81,105 +81,6 @@ class Linear:
 
     def __repr__(self):
         return f"Linear(in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None})"
-
-
-def _children(module):
-    """(attribute name, submodule) in construction order; a list of modules (the encoder's
-    `layer`) gives one child per item, named "layer.0", "layer.1", ..."""
-    for name, value in vars(module).items():
-        if isinstance(value, Module):
-            yield name, value
-        elif isinstance(value, list) and value and all(isinstance(v, Module) for v in value):
-            for i, v in enumerate(value):
-                yield f"{name}.{i}", v
-
-
-def _named_submodules(module, prefix):
-    """Depth first, parents before children, as torch's named_modules."""
-    for name, child in _children(module):
-        full = f"{prefix}.{name}" if prefix else name
-        yield full, child
-        yield from _named_submodules(child, full)
-
-
-def _order(state, prefix):
-    """Where `prefix` first appears among the registered parameters: construction order."""
-    return next((i for i, name in enumerate(state.inits) if name.startswith(prefix)), len(state.inits))
-
-
-def _leaves(module, child_prefixes, tied):
-    """The parameter-holding leaves torch would show inside `module` (nn.Linear, nn.Embedding,
-    nn.LayerNorm), as (order, name, repr) from the names and initialisers of the model's dict."""
-    state, prefix = module.state, module.prefix
-    groups = {}
-    names = list(state.inits) + [alias for alias in tied if alias.startswith(prefix)]
-    for full in names:
-        if not full.startswith(prefix) or any(full.startswith(c) for c in child_prefixes):
-            continue
-        leaf, _, kind = full[len(prefix):].rpartition(".")
-        if leaf:
-            groups.setdefault(leaf, {})[kind] = full
-    out = []
-    for leaf, parts in groups.items():
-        weight = parts.get("weight")
-        if weight is None:
-            continue                                   # a bare bias (the MLM decoder's) is a Parameter
-        shape, init = state.inits[tied.get(weight, weight)]
-        order = len(state.inits) if weight in tied else _order(state, prefix + leaf + ".")
-        if weight in tied:                             # the MLM decoder: nn.Linear(H, V) tied to the word embeddings
-            text = f"Linear(in_features={shape[1]}, out_features={shape[0]}, bias=True)"
-        elif isinstance(init, tuple):                  # ("embedding", padding_idx)
-            pad = "" if init[1] is None else f", padding_idx={init[1]}"
-            text = f"Embedding({shape[0]}, {shape[1]}{pad})"
-        elif init == "ones":
-            text = (f"LayerNorm(({shape[0]},), eps={state.config.layer_norm_eps}, "
-                    f"elementwise_affine=True, bias={'bias' in parts})")
-        else:
-            text = f"Linear(in_features={shape[1]}, out_features={shape[0]}, bias={'bias' in parts})"
-        out.append((order, leaf, text))
-    return out
-
-
-def _tree(module, tied):
-    """torch's Module.__repr__ lines for `module`, entries in construction order; equal
-    consecutive items of a list collapse to "(0-5): 6 x BertLayer(...)" as torch's ModuleList."""
-    children = list(_children(module))
-    entries = _leaves(module, [c.prefix for _, c in children], tied)
-    lists = {}
-    for name, child in children:
-        head, _, index = name.partition(".")
-        body = _tree(child, tied)
-        if index:
-            if head not in lists:
-                lists[head] = []
-                entries.append((_order(module.state, child.prefix), head, lists[head]))
-            lists[head].append(body)
-        else:
-            entries.append((_order(module.state, child.prefix), name, body))
-    entries.sort(key=lambda e: e[0])
-    lines = [f"{type(module).__name__}("]
-    for _, name, body in entries:
-        if isinstance(body, list):                     # a ModuleList
-            lines.append(f"  ({name}): ModuleList(")
-            i = 0
-            while i < len(body):
-                j = i
-                while j + 1 < len(body) and body[j + 1] == body[i]:
-                    j += 1
-                label = f"({i}): " if i == j else f"({i}-{j}): {j - i + 1} x "
-                sub = body[i].split("\n")
-                lines.append(f"    {label}{sub[0]}")
-                lines += ["    " + s for s in sub[1:]]
-                i = j + 1
-            lines.append("  )")
-        else:
-            sub = body.split("\n")
-            lines.append(f"  ({name}): {sub[0]}")
-            lines += ["  " + s for s in sub[1:]]
-    if len(lines) == 1:
-        return f"{type(module).__name__}()"
-    lines.append(")")
-    return "\n".join(lines)
 
 
 class TorchModuleAPI:

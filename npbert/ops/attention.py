@@ -1,5 +1,6 @@
-"""Scaled dot-product attention over heads: the op BertSelfAttention runs between its
-projections, and npbert.functional's public `attention_forward` / `attention_backward`.
+"""Scaled dot-product attention over heads: what BertSelfAttention computes between its
+projections, as one op (npbert.functional's public `attention_forward` / `attention_backward`,
+and the layer functions of npbert/reference.py).
 
     B = batch, N = heads, F = queries, T = keys, D = head size
 
@@ -7,23 +8,17 @@ projections, and npbert.functional's public `attention_forward` / `attention_bac
     probs   = dropout(softmax(scores)) * head_mask      (B, N, F, T)
     context = probs v                                   (B, N, F, D)
 
-The per-head products run batch row by batch row with one BLAS thread each, and the scaling,
-masking and softmax between them on npbert's threads (`over_batch`): the same numbers as one
-batched matmul, faster than BLAS's own threads on such small GEMMs.
+The fast path's twin (the per-head products batch row by batch row on threads, one BLAS
+thread each, into `out=` buffers) is npbert/fast/attention.py.
 """
 import numpy as np
 
 from .dropout import dropout_backward, dropout_forward
-from .parallel import over_batch
 from .softmax import softmax_backward, softmax_forward
 
 
-def _rows(a, start, stop):
-    """Batch rows [start, stop) of an array whose batch axis may be broadcast (size 1)."""
-    return a if a.shape[0] == 1 else a[start:stop]
-
-
-def _check(q, k, v, mask, head_mask):
+def check_attention_inputs(q, k, v, mask, head_mask):
+    """Shapes that do not fit are an error naming them; returns the mask as a 4-D array (or None)."""
     for name, a in (("q", q), ("k", k), ("v", v)):
         if a.ndim != 4:
             raise ValueError(f"attention: {name} must be (B, N, T, D), got shape {a.shape}")
@@ -48,83 +43,47 @@ def _check(q, k, v, mask, head_mask):
     return mask
 
 
-def attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=None, training=False, out=None,
-                      scale=None):
+def attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=None, training=False, scale=None):
     """q: (B, N, F, D); k, v: (B, N, T, D); mask: additive (0 where attended, a large negative
     number such as finfo.min where masked), broadcastable to (B, N, F, T), or None; head_mask:
-    (N,) or None; dropout on the probabilities with generator `rng` when `training`.
-    `out`: an array (B, N, F, D) (a view is fine) to write the context into.  `scale`: what
-    q k^T is multiplied by, D**-0.5 unless given (BertSelfAttention passes its `scaling`).
+    (N,) or None; dropout on the probabilities when `training`, its masks from `rng` (an
+    np.random.Generator or a DropoutKey, npbert/ops/dropout.py).  `scale`: what q k^T is
+    multiplied by, D**-0.5 unless given (BertSelfAttention passes its `scaling`).
 
     Returns (context (B, N, F, D), cache); cache["probs"] holds the probabilities as used
     (after dropout and head mask)."""
-    mask = _check(q, k, v, mask, head_mask)
-    if training and dropout_p > 0.0 and rng is None:
-        raise ValueError("attention: dropout in training needs a generator: pass rng=np.random.default_rng(seed)")
-    B, N, F, D = q.shape
-    T = k.shape[2]
+    mask = check_attention_inputs(q, k, v, mask, head_mask)
+    D = q.shape[-1]
     scale = q.dtype.type(D ** -0.5 if scale is None else scale)
-    scores = np.empty((B, N, F, T), dtype=q.dtype)                                # (B, N, F, T)
-
-    def scores_and_softmax(a, b):                                                 # batch rows [a, b)
-        s = np.matmul(q[a:b], k[a:b].transpose(0, 1, 3, 2), out=scores[a:b])      # q k^T
-        s *= scale                                                                # / sqrt(D)
-        if mask is not None:
-            s += _rows(mask, a, b)
-        softmax_forward(s, out=s)                                                 # in place
-    over_batch(scores_and_softmax, B)
-    cache = {"softmax": scores}                                                   # softmax's cache is its output
-    probs, cache["dropout"] = dropout_forward(scores, dropout_p, rng, training)
+    scores = q @ k.transpose(0, 1, 3, 2) * scale                            # (B, N, F, T)
+    if mask is not None:
+        scores = scores + mask                                              # finfo.min: exp gives 0
+    probs, softmax_cache = softmax_forward(scores)                          # (B, N, F, T)
+    probs, dropout_cache = dropout_forward(probs, dropout_p, rng, training)  # (B, N, F, T)
     if head_mask is not None:
         probs = probs * np.asarray(head_mask, dtype=q.dtype)[None, :, None, None]
-
-    context = np.empty((B, N, F, D), dtype=q.dtype) if out is None else out       # (B, N, F, D)
-
-    def weighted_values(a, b):
-        np.matmul(probs[a:b], v[a:b], out=context[a:b])                           # probs v
-    over_batch(weighted_values, B)
-    cache.update(q=q, k=k, v=v, probs=probs, head_mask=head_mask, scale=scale)
+    context = probs @ v                                                     # (B, N, F, D)
+    cache = dict(q=q, k=k, v=v, probs=probs, softmax=softmax_cache, dropout=dropout_cache,
+                 head_mask=head_mask, scale=scale)
     return context, cache
 
 
-def attention_backward(dcontext, cache, dprobs=None, out=None, free=False):
+def attention_backward(dcontext, cache, dprobs=None):
     """dcontext: (B, N, F, D); dprobs: optional upstream gradient of cache["probs"] (someone
-    read the attention probabilities); out: optional (dq, dk, dv) arrays to write into.
-    free: empty the cache as soon as its arrays are read for the last time (a backward that
-    frees activations as it goes keeps its peak low this way).
-
-    Returns (dq (B, N, F, D), dk (B, N, T, D), dv (B, N, T, D))."""
+    read the attention probabilities).  Returns (dq (B, N, F, D), dk (B, N, T, D), dv (B, N, T, D))."""
     q, k, v, probs = cache["q"], cache["k"], cache["v"], cache["probs"]
-    B = q.shape[0]
-    scale = cache["scale"]
-    dq, dk, dv = out if out is not None else (np.empty_like(q), np.empty_like(k), np.empty_like(v))
-    dprobs_total = np.empty_like(probs)                                           # (B, N, F, T)
-
-    def through_weighted_values(a, b):
-        # in the forward: context = probs v
-        np.matmul(dcontext[a:b], v[a:b].transpose(0, 1, 3, 2), out=dprobs_total[a:b])
-        np.matmul(probs[a:b].transpose(0, 1, 3, 2), dcontext[a:b], out=dv[a:b])
-    over_batch(through_weighted_values, B)
+    # in the forward: context = probs v
+    dprobs_total = dcontext @ v.transpose(0, 1, 3, 2)                       # (B, N, F, T)
+    dv = probs.transpose(0, 1, 3, 2) @ dcontext                             # (B, N, T, D)
     if dprobs is not None:
-        dprobs_total += dprobs
+        dprobs_total = dprobs_total + dprobs                                # probs were an output too
     # in the forward: probs = dropout(softmax(scores)) * head_mask
     if cache["head_mask"] is not None:
-        dprobs_total *= np.asarray(cache["head_mask"], dtype=q.dtype)[None, :, None, None]
-    dprobs_total = dropout_backward(dprobs_total, cache["dropout"])
-    softmax_out = cache["softmax"]
-
-    def through_softmax(a, b):
-        softmax_backward(dprobs_total[a:b], softmax_out[a:b], out=dprobs_total[a:b])
-        # in the forward: scores = q k^T * scale (+ a constant mask)
-        dprobs_total[a:b] *= scale
-    over_batch(through_softmax, B)
-    dscores = dprobs_total                                                        # (B, N, F, T)
-    del dprobs_total, probs, softmax_out, v
-    if free:
-        cache.clear()                                   # from here on only q and k are read
-
-    def through_scores(a, b):
-        np.matmul(dscores[a:b], k[a:b], out=dq[a:b])                              # (b-a, N, F, D)
-        np.matmul(dscores[a:b].transpose(0, 1, 3, 2), q[a:b], out=dk[a:b])       # (b-a, N, T, D)
-    over_batch(through_scores, B)
+        dprobs_total = dprobs_total * np.asarray(cache["head_mask"], dtype=q.dtype)[None, :, None, None]
+    dsoftmax = dropout_backward(dprobs_total, cache["dropout"])             # (B, N, F, T)
+    dscores = softmax_backward(dsoftmax, cache["softmax"])                  # (B, N, F, T), rows sum to 0
+    # in the forward: scores = q k^T * scale + mask   (the mask is a constant: no gradient)
+    dscores = dscores * cache["scale"]
+    dq = dscores @ k                                                        # (B, N, F, D)
+    dk = dscores.transpose(0, 1, 3, 2) @ q                                  # (B, N, T, D)
     return dq, dk, dv

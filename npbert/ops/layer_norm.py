@@ -2,69 +2,31 @@
 
     y = weight * (x - mean) / sqrt(var + eps) + bias        x, y: (..., C)   weight, bias: (C,)
 
-Rows are independent, so both passes run over blocks of rows (`_over_rows`), in cache-sized
-pieces spread over npbert's threads; every row gets exactly the numbers it would alone.
+The fast path's twin (the same arithmetic in row blocks on threads) is npbert/fast/layer_norm.py.
 """
 import numpy as np
-
-from npbert.ops.parallel import parallel_for
-
-_ROWS_PER_BLOCK = 256     # 256 rows x 768 float32 = 768 KiB: fewer NumPy calls (each takes the GIL), measured fastest
-
-
-def _over_rows(work, n_rows):
-    """work(a, b) for row blocks [a, b) of at most _ROWS_PER_BLOCK rows, over npbert's threads."""
-    n_blocks = -(-n_rows // _ROWS_PER_BLOCK)
-
-    def blocks(first, last):
-        for i in range(first, last):
-            work(i * _ROWS_PER_BLOCK, min((i + 1) * _ROWS_PER_BLOCK, n_rows))
-    parallel_for(blocks, n_blocks)
 
 
 def layer_norm_forward(x, weight, bias, eps):
     """(..., C) -> ((..., C), cache).  The cache is (xhat, rstd, weight)."""
-    C = x.shape[-1]
-    x2 = x.reshape(-1, C)                                     # (M, C), M = prod(leading dims)
-    y = np.empty_like(x2)                                     # (M, C)
-    xhat = np.empty_like(x2)                                  # (M, C)
-    rstd = np.empty((x2.shape[0], 1), dtype=x.dtype)          # (M, 1)
-    eps = x.dtype.type(eps)
-
-    def rows(a, b):
-        mean = x2[a:b].mean(axis=-1, keepdims=True)           # (m, 1)
-        xc = np.subtract(x2[a:b], mean, out=xhat[a:b])        # (m, C)
-        var = np.mean(xc * xc, axis=-1, keepdims=True)        # (m, 1), biased like torch
-        r = rstd[a:b]
-        np.divide(1.0, np.sqrt(var + eps), out=r)             # (m, 1), keeps x.dtype
-        xc *= r                                               # xhat = (x - mean) * rstd
-        np.multiply(xc, weight, out=y[a:b])
-        y[a:b] += bias
-    _over_rows(rows, x2.shape[0])
-    return y.reshape(x.shape), (xhat.reshape(x.shape), rstd.reshape(*x.shape[:-1], 1), weight)
+    mean = x.mean(axis=-1, keepdims=True)                  # (..., 1)
+    xc = x - mean                                          # (..., C)
+    var = (xc * xc).mean(axis=-1, keepdims=True)           # (..., 1), biased like torch
+    rstd = 1.0 / np.sqrt(var + x.dtype.type(eps))          # (..., 1), keeps x.dtype
+    xhat = xc * rstd                                       # (..., C)
+    return xhat * weight + bias, (xhat, rstd, weight)
 
 
 def layer_norm_backward(dy, cache):
     """Returns (dx, {"weight": dweight, "bias": dbias}).
 
-    With xhat = (x - mean) * rstd and g = dy * weight (the gradient at xhat):
-        dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
-    (derivation in docs/backward.md).
-    """
+    In the forward: xhat = (x - mean) * rstd, y = weight * xhat + bias.  With dxhat = dy * weight:
+        dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+    (derivation in docs/backward.md)."""
     xhat, rstd, weight = cache
-    C = dy.shape[-1]
-    dy2 = dy.reshape(-1, C)                                   # (M, C)
-    xhat2 = xhat.reshape(-1, C)                               # (M, C)
-    rstd2 = rstd.reshape(-1, 1)                               # (M, 1)
-    grads = {"weight": np.einsum("mc,mc->c", dy2, xhat2), "bias": dy2.sum(axis=0)}   # (C,), (C,)
-    dx = np.empty_like(dy2)                                   # (M, C)
-
-    def rows(a, b):
-        g = np.multiply(dy2[a:b], weight, out=dx[a:b])        # (m, C)
-        gmean = g.mean(axis=-1, keepdims=True)                # (m, 1)
-        gxmean = np.mean(g * xhat2[a:b], axis=-1, keepdims=True)   # (m, 1)
-        g -= gmean
-        g -= xhat2[a:b] * gxmean
-        g *= rstd2[a:b]                                       # (m, C)
-    _over_rows(rows, dy2.shape[0])
-    return dx.reshape(dy.shape), grads
+    axes = tuple(range(dy.ndim - 1))                       # every axis but C
+    grads = {"weight": (dy * xhat).sum(axis=axes), "bias": dy.sum(axis=axes)}   # (C,), (C,)
+    dxhat = dy * weight                                    # (..., C)
+    dx = rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True)
+                 - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))          # (..., C)
+    return dx, grads

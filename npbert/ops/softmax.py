@@ -5,24 +5,16 @@
 import numpy as np
 
 
-def softmax_forward(x, out=None):
-    """(..., T) -> (..., T), rows sum to 1.  The cache is the output itself.
-
-    `out=x` computes in place, for a caller that owns `x` and no longer needs it (attention's
-    scores); otherwise a new array is returned and `x` is left alone."""
-    y = np.subtract(x, x.max(axis=-1, keepdims=True), out=out)   # (..., T), largest entry 0: no overflow
-    np.exp(y, out=y)
-    y /= y.sum(axis=-1, keepdims=True)
+def softmax_forward(x):
+    """(..., T) -> (..., T), rows sum to 1.  The cache is the output itself."""
+    e = np.exp(x - x.max(axis=-1, keepdims=True))        # (..., T), largest entry 1: no overflow
+    y = e / e.sum(axis=-1, keepdims=True)                # (..., T)
     return y, y
 
 
-def softmax_backward(dy, cache, out=None):
+def softmax_backward(dy, cache):
     """dx = y * (dy - sum(dy * y)): the Jacobian diag(y) - y y^T applied to dy, row by row.
 
-    `out=dy` computes in place, for a caller that owns `dy` (attention's backward); otherwise
-    a new array is returned and `dy` is left alone."""
+    In the forward: y = softmax(x), dy_j/dx_i = y_j (delta_ij - y_i)."""
     y = cache
-    s = np.einsum("...t,...t->...", dy, y)[..., None]     # (..., 1) = sum_j dy_j y_j, no temporary
-    dx = np.subtract(dy, s, out=out)                      # (..., T)
-    dx *= y
-    return dx
+    return y * (dy - (dy * y).sum(axis=-1, keepdims=True))    # (..., T)

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from npbert.ops.parallel import parallel_for
+from npbert.fast.parallel import parallel_for
 
 from .optimizer import Optimizer
 

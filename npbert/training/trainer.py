@@ -34,6 +34,7 @@ import warnings
 import numpy as np
 
 from npbert import optim
+from npbert.modeling import no_grad
 
 from . import checkpoint as ckpt
 from . import runs
@@ -399,7 +400,6 @@ class Trainer:
     def _prediction_loop(self, dataset, prefix):
         if dataset is None:
             raise ValueError(f"{prefix}: no dataset to evaluate (pass eval_dataset)")
-        import npbert
         model, bs = self.model, self.args.per_device_eval_batch_size
         was_training = model.training
         model.eval()
@@ -409,7 +409,7 @@ class Trainer:
             for start in range(0, len(dataset), bs):
                 idx = np.arange(start, min(start + bs, len(dataset)))
                 batch = self._collate(dataset, idx, prefix)
-                with npbert.no_grad():
+                with no_grad():
                     out = model(**batch)
                 if out.get("loss") is not None:
                     loss_sum += float(out["loss"]) * len(idx)

@@ -7,6 +7,8 @@ import pytest
 
 import npbert
 
+pytestmark = pytest.mark.usefixtures("npbert_path")   # both paths: the forward call is the same on both paths
+
 
 def _config(**kw):
     return npbert.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,

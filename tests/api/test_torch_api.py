@@ -7,6 +7,8 @@ import pytest
 
 import npbert
 
+pytestmark = pytest.mark.usefixtures("npbert_path")   # both paths: print(model) shows transformers' names on both paths (the fast twins too)
+
 KW = dict(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
           intermediate_size=24, max_position_embeddings=16)
 CLASSES = ["BertModel", "BertForMaskedLM", "BertForSequenceClassification", "BertForPreTraining",

@@ -29,7 +29,7 @@ def main():
     args = parser.parse_args()
 
     import torch
-    from npbert.ops import activations as act
+    from npbert import fast as act                       # the fast path's GELU (npbert/fast/gelu.py) and threads
 
     torch.set_num_threads(args.threads)
     act.set_num_threads(args.threads)

@@ -19,7 +19,9 @@ npbert's own pool).
     python tests/bench/bench_model.py --layers 2 --rounds 3    # quicker
 
 Targets (issue 2): forward <= 0.85x torch's time, forward+backward <= 0.9x,
-peak memory of forward+backward <= torch's.
+peak memory of forward+backward <= torch's.  `npbert-reference` is the same model on the
+reference path (npbert.set_path("reference"): the plain ops and modules, docs/performance.md);
+its ratios say what the fast path buys.
 
 `gemm-floor` runs nothing but the big GEMMs of the same model in NumPy (see
 _gemm_floor_runner): its ratio to torch is a lower bound on what any NumPy implementation
@@ -37,7 +39,7 @@ import sys
 import time
 
 MODES = ("forward", "train_fwd_bwd", "eval_fwd_bwd")
-IMPLS = ("npbert", "torch-eager", "torch-sdpa", "gemm-floor", "attn-floor")
+IMPLS = ("npbert", "npbert-reference", "torch-eager", "torch-sdpa", "gemm-floor", "attn-floor")
 FLOORS = ("gemm-floor", "attn-floor")
 
 
@@ -70,19 +72,21 @@ def make_runner(impl, args):
     cfg = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=args.layers, num_attention_heads=12,
                intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
     ids, mask, dH, dP = _inputs(args)
-    if impl == "npbert":
+    if impl.startswith("npbert"):
         import numpy as np
 
         import npbert
         model = npbert.BertModel(npbert.BertConfig(**cfg), dtype=np.float32)
+        path = "reference" if impl == "npbert-reference" else "fast"   # npbert.set_path: the same numbers
 
         def run(mode):
             model.train(mode == "train_fwd_bwd")
-            if mode == "forward":
-                with npbert.no_grad():                  # as torch.no_grad() below
-                    return model(input_ids=ids, attention_mask=mask)
-            out = model(input_ids=ids, attention_mask=mask)
-            return out, model.backward(last_hidden_state=dH, pooler_output=dP)
+            with npbert.using_path(path):
+                if mode == "forward":
+                    with npbert.no_grad():              # as torch.no_grad() below
+                        return model(input_ids=ids, attention_mask=mask)
+                out = model(input_ids=ids, attention_mask=mask)
+                return out, model.backward(last_hidden_state=dH, pooler_output=dP)
 
         def reset():
             model._cache = None
@@ -128,7 +132,7 @@ def _gemm_floor_runner(args, dH, with_attention=False):
     B, T, N = args.batch, args.seq, 12
     q = x0.reshape(B, T, N, h // N).transpose(0, 2, 1, 3)                # (B, N, T, D) view, as npbert's
 
-    from npbert.ops.parallel import over_batch          # the fastest way found to run many small GEMMs
+    from npbert.fast.parallel import over_batch          # the fastest way found to run many small GEMMs
 
     def attention():                                             # Q K^T and probs V, per batch row and head
         if not with_attention:
@@ -282,6 +286,12 @@ def main():
                 mem = f"   memory {peaks[('npbert', mode)] / max(peaks[(impl, mode)], 1e-9):5.2f}x"
             print(f"  npbert / {impl:11s} time {statistics.median(ratios):5.2f}x "
                   f"(rounds {min(ratios):.2f}..{max(ratios):.2f}){mem}")
+        if "npbert-reference" in impls:
+            for impl in ("gemm-floor", "torch-eager"):
+                if impl in impls:
+                    ratios = [a / b for a, b in zip(times[mode]["npbert-reference"], times[mode][impl])]
+                    print(f"  npbert-reference / {impl:11s} time {statistics.median(ratios):5.2f}x "
+                          f"(rounds {min(ratios):.2f}..{max(ratios):.2f})")
         if "attn-floor" in impls and "gemm-floor" in impls:
             ratios = [a / b for a, b in zip(times[mode]["attn-floor"], times[mode]["gemm-floor"])]
             print(f"  attn-floor / gemm-floor  time {statistics.median(ratios):5.2f}x "

@@ -1,4 +1,5 @@
-"""Tests for npbert/ops/activations.py: gradients, erf accuracy, torch parity.
+"""Tests for npbert/ops/activations.py and its fast twin npbert/fast/gelu.py: gradients, erf
+accuracy, torch parity.  A test taking `F` (tests/ops/conftest.py) runs on both paths.
 
 Every tolerance is stated next to its assert with the reason for its size.
 """
@@ -10,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npbert.ops import activations as act
-from npbert.ops.activations import ACT2FN, erf, get_activation
+import npbert.fast.gelu as fast_gelu
+from npbert.fast import parallel
+from npbert.ops.activations import ACT2FN, erf
 
 EPS64 = np.finfo(np.float64).eps      # 2.2e-16
 EPS32 = np.finfo(np.float32).eps      # 1.2e-7
@@ -52,8 +54,8 @@ def away_from_kink(shape, seed):
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", NAMES)
-def test_backward_matches_finite_differences(name):
-    forward, backward = get_activation(name)
+def test_backward_matches_finite_differences(F, name):
+    forward, backward = F.get_activation(name)
     x = away_from_kink((3, 7), seed=0)
     dy = np.random.default_rng(1).standard_normal(x.shape)
     y, cache = forward(x)
@@ -66,9 +68,9 @@ def test_backward_matches_finite_differences(name):
     assert rel_error(dx, dx_num) < 1e-7, name
 
 
-def test_relu_gradient_at_zero_is_zero_like_torch():
+def test_relu_gradient_at_zero_is_zero_like_torch(F):
     x = np.array([-1.0, 0.0, -0.0, 2.0])
-    dx = act.relu_backward(np.ones(4), act.relu_forward(x)[1])
+    dx = F.relu_backward(np.ones(4), F.relu_forward(x)[1])
     assert dx.tolist() == [0.0, 0.0, 0.0, 1.0]
 
 
@@ -111,11 +113,11 @@ def test_erf_specials_float64_and_float32():
         assert np.isnan(got[4])
 
 
-def test_gelu_float64_negative_tail_is_accurate():
+def test_gelu_float64_negative_tail_is_accurate(F):
     """Phi comes from erfc on the negative side, so gelu(-30) ~ -1e-197 is right to
     ~1e-14 relative (torch's 0.5 x (1 + erf) is 0 there)."""
     x = -np.geomspace(0.75, 37.0, 3000)
-    y = act.gelu_forward(x)[0]
+    y = F.gelu_forward(x)[0]
     u = x * math.sqrt(0.5)                                    # the same rounded x / sqrt(2)
     ref = x * np.array([0.5 * math.erfc(-v) for v in u])
     # math.erfc is ~1 ulp; ours ~3 ulp (erfcx Horner + two exp + products):
@@ -140,9 +142,10 @@ def _f32_grid():
     return np.concatenate([dense, small, -small, big, -big]).astype(np.float32)
 
 
-def test_gelu_float32_error_against_the_truth():
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")   # x^2 of x ~ 1e38: exp(-inf) = 0, right
+def test_gelu_float32_error_against_the_truth(F):
     x = _f32_grid()
-    y, cache = act.gelu_forward(x)
+    y, cache = F.gelu_forward(x)
     assert y.dtype == np.float32
     x64 = x.astype(np.float64)
     phi = _phi64(x64)
@@ -151,18 +154,18 @@ def test_gelu_float32_error_against_the_truth():
     # expm1, 2 + e and the division: measured max 2.0e-7 |x| (1.7 ulp of y).
     # torch's own float32 F.gelu is off by up to 3.6e-7 |x|.
     assert np.all(err <= 2.5e-7 * np.abs(x64)), x[np.argmax(err / np.abs(x64))]
-    dx = act.gelu_backward(np.ones_like(x), cache)
+    dx = F.gelu_backward(np.ones_like(x), cache)
     dgelu = phi + x64 * np.exp(-0.5 * x64 * x64) / math.sqrt(2 * math.pi)
     # dgelu is in [-0.17, 1.13]; measured max error 2.4e-7 (torch's: 2.9e-7).
     assert np.max(np.abs(dx - dgelu)) <= 3e-7
 
 
-def test_gelu_float32_matches_torch():
+def test_gelu_float32_matches_torch(F):
     torch = pytest.importorskip("torch")
     x = _f32_grid()[np.abs(_f32_grid()) < 1e6]
     dy = np.random.default_rng(0).standard_normal(x.shape).astype(np.float32)
-    y, cache = act.gelu_forward(x)
-    dx = act.gelu_backward(dy, cache)
+    y, cache = F.gelu_forward(x)
+    dx = F.gelu_backward(dy, cache)
     xt = torch.from_numpy(x.copy()).requires_grad_()
     yt = torch.nn.functional.gelu(xt)
     yt.backward(torch.from_numpy(dy))
@@ -192,12 +195,12 @@ def test_erf_float32_matches_torch():
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", NAMES)
-def test_float64_matches_transformers(name):
+def test_float64_matches_transformers(F, name):
     torch = pytest.importorskip("torch")
     transformers_acts = pytest.importorskip("transformers.activations")
     x = np.concatenate([np.linspace(-10.0, 10.0, 20_001), [0.0, -0.0, 1e-200, -1e-200]])
     dy = np.random.default_rng(0).standard_normal(x.shape)
-    forward, backward = get_activation(name)
+    forward, backward = F.get_activation(name)
     y, cache = forward(x)
     dx = backward(dy, cache)
     xt = torch.from_numpy(x.copy()).requires_grad_()
@@ -216,16 +219,16 @@ def test_float64_matches_transformers(name):
     assert np.max(np.abs(y - yt)[keep] / np.maximum(np.abs(yt[keep]), 1e-300)) <= 1e-12
 
 
-def test_gelu_variants_are_the_ones_transformers_names():
+def test_gelu_variants_are_the_ones_transformers_names(F):
     """gelu is erf-based, gelu_new / gelu_pytorch_tanh the tanh form, and they differ."""
     x = np.array([-2.0, -0.5, 0.5, 1.0, 3.0])
     exact = 0.5 * x * (1 + np.array([math.erf(v / math.sqrt(2)) for v in x]))
     tanh_form = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
     fast_form = 0.5 * x * (1 + np.tanh(x * 0.7978845608 * (1 + 0.044715 * x * x)))
-    np.testing.assert_allclose(get_activation("gelu")[0](x)[0], exact, rtol=1e-15, atol=0)
-    np.testing.assert_allclose(get_activation("gelu_new")[0](x)[0], tanh_form, rtol=1e-15, atol=0)
-    np.testing.assert_allclose(get_activation("gelu_pytorch_tanh")[0](x)[0], tanh_form, rtol=1e-15, atol=0)
-    np.testing.assert_allclose(get_activation("gelu_fast")[0](x)[0], fast_form, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(F.get_activation("gelu")[0](x)[0], exact, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(F.get_activation("gelu_new")[0](x)[0], tanh_form, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(F.get_activation("gelu_pytorch_tanh")[0](x)[0], tanh_form, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(F.get_activation("gelu_fast")[0](x)[0], fast_form, rtol=1e-15, atol=0)
     # the tanh form is off by up to ~5e-4 at these points: a swap cannot pass
     assert np.max(np.abs(exact - tanh_form)) > 1e-5
 
@@ -236,8 +239,8 @@ def test_gelu_variants_are_the_ones_transformers_names():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", NAMES)
-def test_dtype_preserved_and_inputs_not_mutated(name, dtype):
-    forward, backward = get_activation(name)
+def test_dtype_preserved_and_inputs_not_mutated(F, name, dtype):
+    forward, backward = F.get_activation(name)
     rng = np.random.default_rng(0)
     x = (3 * rng.standard_normal((4, 5, 6))).astype(dtype)
     dy = rng.standard_normal(x.shape).astype(dtype)
@@ -251,21 +254,22 @@ def test_dtype_preserved_and_inputs_not_mutated(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_gelu_non_contiguous_and_empty(dtype):
+def test_gelu_non_contiguous_and_empty(F, dtype):
     x = (np.arange(60, dtype=dtype).reshape(6, 10) / 10 - 3).T    # F-ordered view
-    y, cache = act.gelu_forward(x)
-    ref, _ = act.gelu_forward(np.ascontiguousarray(x))
+    y, cache = F.gelu_forward(x)
+    ref, _ = F.gelu_forward(np.ascontiguousarray(x))
     assert np.array_equal(y, ref) and y.shape == (10, 6)
-    dx = act.gelu_backward(np.ones_like(x), cache)
+    dx = F.gelu_backward(np.ones_like(x), cache)
     assert dx.shape == x.shape and dx.dtype == dtype
     empty = np.zeros((0, 3), dtype)
-    assert act.gelu_forward(empty)[0].shape == (0, 3)
-    assert act.gelu_backward(empty, act.gelu_forward(empty)[1]).shape == (0, 3)
+    assert F.gelu_forward(empty)[0].shape == (0, 3)
+    assert F.gelu_backward(empty, F.gelu_forward(empty)[1]).shape == (0, 3)
 
 
-def test_gelu_float32_specials():
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # -inf * Phi(-inf) = -inf * 0
+def test_gelu_float32_specials(F):
     x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e30, 3e38, -3e38], np.float32)
-    y = act.gelu_forward(x)[0]
+    y = F.gelu_forward(x)[0]
     assert y[0] == 0 and not np.signbit(y[0])
     assert y[1] == 0 and np.signbit(y[1])
     assert y[2] == np.inf
@@ -274,40 +278,39 @@ def test_gelu_float32_specials():
     assert y[5] == 1e30 and y[6] == 0 and y[7] == np.float32(3e38) and y[8] == 0
 
 
-def test_thread_count_does_not_change_float32_results():
+def test_fast_thread_count_does_not_change_float32_results():
     rng = np.random.default_rng(0)
     # not a multiple of the chunk size, and several chunks per thread
-    x = (3 * rng.standard_normal(7 * act._CHUNK + 123)).astype(np.float32)
+    x = (3 * rng.standard_normal(7 * fast_gelu._CHUNK + 123)).astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
-    before = act.get_num_threads()
+    before = parallel.get_num_threads()
     try:
         results = []
         for n in (1, 2, 3, 5):
-            act.set_num_threads(n)
-            y, cache = act.gelu_forward(x)
-            results.append((y, act.gelu_backward(dy, cache)))
+            parallel.set_num_threads(n)
+            y, cache = fast_gelu.gelu_forward(x)
+            results.append((y, fast_gelu.gelu_backward(dy, cache)))
     finally:
-        act.set_num_threads(before)
+        parallel.set_num_threads(before)
     for y, dx in results[1:]:
         assert np.array_equal(y, results[0][0]) and np.array_equal(dx, results[0][1])
     # and a chunk-sized slice computed alone equals the same slice of the whole
-    lo = 2 * act._CHUNK
-    alone = act.gelu_forward(x[lo:lo + act._CHUNK].copy())[0]
-    assert np.array_equal(alone, results[0][0][lo:lo + act._CHUNK])
+    lo = 2 * fast_gelu._CHUNK
+    alone = fast_gelu.gelu_forward(x[lo:lo + fast_gelu._CHUNK].copy())[0]
+    assert np.array_equal(alone, results[0][0][lo:lo + fast_gelu._CHUNK])
 
 
 def test_set_num_threads_rejects_zero():
     with pytest.raises(ValueError):
-        act.set_num_threads(0)
+        parallel.set_num_threads(0)
 
 
-@pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_backward_into_out_equals_a_fresh_result(name, dtype):
-    """backward(dy, cache, out=dy) writes exactly the numbers backward(dy, cache) returns into
-    dy's memory (the float32 GELU reads every dy before writing dx, chunk by chunk); across
-    several 64K-element chunks, so the chunk loop is exercised too."""
-    forward, backward = get_activation(name)
+def test_fast_gelu_backward_into_out_equals_a_fresh_result(dtype):
+    """The fast gelu_backward(dy, cache, out=dy) writes exactly the numbers gelu_backward(dy, cache)
+    returns into dy's memory (the float32 kernel reads every dy before writing dx, chunk by
+    chunk); across several 64K-element chunks, so the chunk loop is exercised too."""
+    forward, backward = fast_gelu.gelu_forward, fast_gelu.gelu_backward
     x = away_from_kink((3, 70000), seed=5).astype(dtype)
     dy = np.random.default_rng(6).standard_normal(x.shape).astype(dtype)
     _, cache = forward(x)
@@ -316,25 +319,25 @@ def test_backward_into_out_equals_a_fresh_result(name, dtype):
     assert dx is dy and np.array_equal(dy, expected)
 
 
-def test_unknown_activation_is_a_clear_error():
+def test_unknown_activation_is_a_clear_error(F):
     with pytest.raises(ValueError) as info:
-        get_activation("gelu_exact")
+        F.get_activation("gelu_exact")
     message = str(info.value)
     assert "'gelu_exact'" in message
     for name in ("gelu", "gelu_new", "relu", "silu", "tanh"):
         assert name in message
 
 
-def test_registry_covers_the_keys_the_brief_and_bert_configs_use():
+def test_registry_covers_the_keys_the_brief_and_bert_configs_use(F):
     for name in ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu",
                  "relu", "silu", "swish", "tanh", "linear"):
-        forward, backward = get_activation(name)
+        forward, backward = F.get_activation(name)
         assert callable(forward) and callable(backward)
 
 
-def test_integer_input_is_refused():
+def test_integer_input_is_refused(F):
     with pytest.raises(TypeError):
-        act.gelu_forward(np.arange(3))
+        F.gelu_forward(np.arange(3))
 
 
 # ---------------------------------------------------------------------------
@@ -346,8 +349,8 @@ def test_integer_input_is_refused():
        shape=st.tuples(st.integers(1, 4), st.integers(1, 5)),
        a=st.floats(-3.0, 3.0),
        seed=st.integers(0, 2 ** 16))
-def test_backward_is_linear_in_dy(name, shape, a, seed):
-    forward, backward = get_activation(name)
+def test_backward_is_linear_in_dy(F, name, shape, a, seed):
+    forward, backward = F.get_activation(name)
     rng = np.random.default_rng(seed)
     x = 4 * rng.standard_normal(shape)
     dy1, dy2 = rng.standard_normal(shape), rng.standard_normal(shape)
@@ -362,21 +365,21 @@ def test_backward_is_linear_in_dy(name, shape, a, seed):
 
 @settings(deadline=None, max_examples=30)
 @given(x=st.lists(st.floats(-50, 50, allow_nan=False, width=32), min_size=1, max_size=50))
-def test_float32_gelu_is_monotone_where_gelu_is(x):
+def test_float32_gelu_is_monotone_where_gelu_is(F, x):
     """gelu is increasing on [-0.75, inf): the float32 path keeps the order
     (up to 1 ulp of rounding), a property a bad fit would break."""
     x = np.sort(np.array(x, np.float32))
     x = x[x >= -0.75]
-    y = act.gelu_forward(x)[0]
+    y = F.gelu_forward(x)[0]
     assert np.all(np.diff(y) >= -np.spacing(np.abs(y[1:])))
 
 
-def test_gelu_backward_from_the_output_float32():
-    """gelu_backward(dy, x, y=y) reads Phi(x) off the forward's output (y / x) in float32.
+def test_fast_gelu_backward_from_the_output_float32():
+    """The fast gelu_backward(dy, x, y=y) reads Phi(x) off the forward's output (y / x) in float32.
     Against the float64 derivative: |dx - dx64| <= 1e-6 |dy| (about 8 float32 ulp of a derivative
     in [-0.17, 1.13]; the recomputed path is within 3e-7, y / x adds two roundings), at random
     points and at 0, -0, subnormals, 2^-60 and beyond the saturation of Phi."""
-    from npbert.ops.activations import gelu_backward, gelu_forward
+    from npbert.fast.gelu import gelu_backward, gelu_forward
     rng = np.random.default_rng(3)
     x = (rng.standard_normal(200_000) * 4).astype(np.float32)
     edge = [0.0, -0.0, 1e-45, -1e-45, 1e-38, -1e-38, 2.0 ** -60, -(2.0 ** -60), 2.0 ** -59, 1e-10, -1e-10,

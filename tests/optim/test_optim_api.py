@@ -178,7 +178,7 @@ def test_step_allocates_no_array_of_parameter_size():
 def test_threaded_update_equals_the_single_thread_one():
     """A large parameter is updated in pieces on npbert's threads: the bytes are those of the
     update in one piece (elementwise work, split on fixed boundaries)."""
-    from npbert.ops.parallel import get_num_threads, set_num_threads
+    from npbert.fast.parallel import get_num_threads, set_num_threads
     rng = np.random.default_rng(2)
     start, grads = rng.normal(size=(300, 700)).astype(np.float32), rng.normal(size=(300, 700)).astype(np.float32)
     results = []

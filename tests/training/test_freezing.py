@@ -1,15 +1,19 @@
 """model.freeze / unfreeze: frozen parameters get no gradient, the work is skipped, the
-trainable gradients are the same as without freezing, optimizers leave frozen ones alone."""
+trainable gradients are the same as without freezing, optimizers leave frozen ones alone.
+On both paths (tests/conftest.py: npbert_path): the modules' frozen-aware backward is theirs."""
 import threading
 
 import numpy as np
 import pytest
 
 import npbert
+import npbert.fast
+import npbert.ops
 from npbert import optim
-from npbert.ops import embedding as embedding_op
 from npbert.ops import linear as linear_op
 from heads.headhelpers import analytically_zero, assert_grads_close, randomize, tiny_config
+
+pytestmark = pytest.mark.usefixtures("npbert_path")
 
 # Freezing changes which gradients are computed, not how: the trainable gradients must be
 # bit-identical to the unfrozen model's (same float64 operations in the same order).
@@ -46,11 +50,11 @@ def test_trainable_gradients_equal_the_unfrozen_models_and_frozen_ones_are_absen
     assert all(not model.is_trainable(n) for n in frozen_names)
 
 
-def test_frozen_work_is_skipped(monkeypatch):
+def test_frozen_work_is_skipped(monkeypatch, npbert_path):
     """Freezing the embeddings and layer 0 skips the embedding scatter-adds and every weight
     GEMM of layer 0 (and layer 0's input gradient: nothing below needs it)."""
     calls = {"embedding": 0, "param_grads": 0, "input_grad": 0}
-    lock = threading.Lock()                 # the encoder's two batch halves may run in two threads
+    lock = threading.Lock()                 # the fast encoder's two batch halves may run in two threads
 
     def count(name, fn):
         def wrapped(*a, **k):
@@ -61,9 +65,9 @@ def test_frozen_work_is_skipped(monkeypatch):
 
     model = classifier(num_hidden_layers=2)
     model(**batch())
-    monkeypatch.setattr("npbert.modeling.embeddings.embedding_backward",
-                        count("embedding", embedding_op.embedding_backward))
-    for mod in ("npbert.modeling.module", "npbert.modeling.attention"):
+    for namespace in (npbert.ops, npbert.fast):                     # what F = ops_for_path() reads
+        monkeypatch.setattr(namespace, "embedding_backward", count("embedding", namespace.embedding_backward))
+    for mod in ("npbert.modeling.module", "npbert.modeling.fast"):
         monkeypatch.setattr(f"{mod}.linear_param_grads", count("param_grads", linear_op.linear_param_grads))
         monkeypatch.setattr(f"{mod}.linear_input_grad", count("input_grad", linear_op.linear_input_grad))
     model.backward(retain_graph=True)
@@ -74,12 +78,14 @@ def test_frozen_work_is_skipped(monkeypatch):
     model.freeze("bert.embeddings", "bert.encoder.layer.0")
     model.backward()
     assert calls["embedding"] == 0
-    # per layer and per half of the batch (BertEncoder runs B >= 2 rows as two parts): Q/K/V
-    # (one stacked GEMM), attention output, intermediate, output = 4 weight GEMMs and 4 input
-    # GEMMs; layer 0 skipped.  The full backward: 2 layers x 4 x 2 halves, + pooler and classifier.
-    assert full["param_grads"] == 2 * 4 * 2 + 2
-    assert calls["param_grads"] == full["param_grads"] - 4 * 2
-    assert calls["input_grad"] == full["input_grad"] - 4 * 2
+    # per layer: the fast path runs Q/K/V as one stacked GEMM, attention output, intermediate,
+    # output = 4 weight GEMMs and 4 input GEMMs, per half of the batch (its encoder runs B >= 2
+    # rows as two halves); the reference path runs Q, K and V apart: 6 and 6, on the whole batch.
+    # The full backward: 2 layers, + pooler and classifier; layer 0 skipped.
+    per_layer = 4 * 2 if npbert_path == "fast" else 6
+    assert full["param_grads"] == 2 * per_layer + 2
+    assert calls["param_grads"] == full["param_grads"] - per_layer
+    assert calls["input_grad"] == full["input_grad"] - per_layer
     assert model.inputs_embeds_grad is None
 
 

@@ -1,5 +1,6 @@
-"""npbert shortens the spin of OpenBLAS's idle worker threads when it is imported
-(npbert/ops/parallel.py: they would otherwise take the cores npbert's own threads need)."""
+"""The fast path shortens the spin of OpenBLAS's idle worker threads on its first use, not at
+import (npbert/fast/parallel.py: they would otherwise take the cores npbert's own threads need),
+and runs small GEMMs on one BLAS thread."""
 import ctypes
 import os
 import subprocess
@@ -8,29 +9,37 @@ import sys
 import numpy as np
 import pytest
 
-from npbert.ops import parallel
+from npbert.fast import parallel
 
 PROBE = """
 import ctypes, sys
+import numpy as np
 import npbert
-from npbert.ops import parallel
-libs = parallel._openblas_libs(("openblas_thread_timeout",))
-if not libs:
-    print("none")
-    sys.exit()
-for lib in libs:
-    lib.openblas_thread_timeout.restype = ctypes.c_int
-print(",".join(str(lib.openblas_thread_timeout()) for lib in libs))
+from npbert.fast import parallel
+
+def timeouts():
+    libs = parallel._openblas_libs(("openblas_thread_timeout",))
+    for lib in libs:
+        lib.openblas_thread_timeout.restype = ctypes.c_int
+    return ",".join(str(lib.openblas_thread_timeout()) for lib in libs) or "none"
+
+at_import = timeouts()
+m = npbert.BertModel(npbert.BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1,
+                                       num_attention_heads=2, intermediate_size=16))
+with npbert.using_path(sys.argv[1]):
+    m(input_ids=np.array([[1, 2, 3], [4, 5, 6]]))
+print(at_import, timeouts())
 """
 
 
-def _timeouts(env_value):
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+def _timeouts(env_value, path="fast"):
+    """(OpenBLAS's thread timeout after `import npbert`, after one model call on `path`)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_THREAD_TIMEOUT", "NPBERT_PATH")}
     if env_value is not None:
         env["OPENBLAS_THREAD_TIMEOUT"] = env_value
-    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", PROBE, path], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
+    return tuple(out.stdout.split())
 
 
 def _has_openblas():
@@ -38,10 +47,11 @@ def _has_openblas():
 
 
 @pytest.mark.skipif(not _has_openblas(), reason="NumPy here does not use an OpenBLAS with a settable thread timeout")
-def test_import_sets_the_timeout_and_respects_the_users_choice():
+def test_the_fast_paths_first_use_sets_the_timeout_and_respects_the_users_choice():
     # OpenBLAS reports the value it read (0: unset, its default spin of 2^28 cycles)
-    assert _timeouts(None) == str(parallel.BLAS_THREAD_TIMEOUT)
-    assert _timeouts("12") == "12"        # the user's OPENBLAS_THREAD_TIMEOUT wins
+    assert _timeouts(None) == ("0", str(parallel.BLAS_THREAD_TIMEOUT))   # import: untouched; first use: set
+    assert _timeouts(None, "reference") == ("0", "0")                    # the reference path never touches it
+    assert _timeouts("12") == ("12", "12")      # the user's OPENBLAS_THREAD_TIMEOUT wins
 
 
 @pytest.mark.skipif(not _has_openblas(), reason="NumPy here does not use an OpenBLAS with a settable thread timeout")

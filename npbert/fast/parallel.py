@@ -1,11 +1,15 @@
 """Threads for the work NumPy does on one core: element-wise passes and many small GEMMs.
+The fast path's scheduling; the reference path never comes here.
 
 NumPy's ufuncs and matmul release the GIL, so splitting an array over a few Python threads
 runs them in parallel, as torch's intra-op threads do.  Splits always fall on the same
 boundaries for a given size, and each piece is computed exactly as it would be alone, so
 results do not depend on the thread count.
 
-Threads: NPBERT_NUM_THREADS, else min(cpu_count, 8); `set_num_threads(n)` changes it.
+Threads: NPBERT_NUM_THREADS, else min(cpu_count, 8); `set_num_threads(n)` changes it.  The pool
+starts on the first parallel loop.  Importing npbert runs nothing here: OpenBLAS's idle-thread
+spin is shortened on the fast path's first use (`tune_openblas`, below), not at import.
+Measured speed stories: docs/performance.md.
 """
 import contextlib
 import ctypes
@@ -53,6 +57,7 @@ def parallel_for(work, n, wrap=None):
     """Run work(start, stop) over [0, n) split into up to get_num_threads() contiguous runs;
     the calling thread takes the first run.  `wrap(fn, *args)`, if given, runs each piece
     in the worker threads (for per-thread state such as np.errstate)."""
+    tune_openblas()
     n_threads = 1 if getattr(_local, "inline", False) else min(get_num_threads(), n)
     if n_threads <= 1:
         work(0, n)
@@ -83,6 +88,26 @@ def _find_openblas_setter():
                     setter.argtypes, setter.restype, getter.restype = [ctypes.c_int], None, ctypes.c_int
                     return setter, getter
     return None, None
+
+
+def set_blas_num_threads(n):
+    """Set OpenBLAS's thread count (one setting for the whole process).  Returns False, and
+    changes nothing, when no loaded OpenBLAS has the entry point (then OMP_NUM_THREADS /
+    OPENBLAS_NUM_THREADS, read when numpy loads, are the only way)."""
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"number of BLAS threads must be >= 1, got {n}")
+    setter, _ = _find_openblas_setter()
+    if setter is None:
+        return False
+    setter(n)
+    return True
+
+
+def get_blas_num_threads():
+    """OpenBLAS's thread count, or None when no loaded OpenBLAS reports it."""
+    _, getter = _find_openblas_setter()
+    return None if getter is None else int(getter())
 
 
 _blas = None
@@ -120,21 +145,38 @@ def single_threaded_blas():
 
 # ---- OpenBLAS's idle threads ----------------------------------------------------------------
 # After a GEMM, OpenBLAS's worker threads spin for 2^28 cycles (about 0.1 s) before they sleep.
-# Between two GEMMs npbert runs its element-wise passes on its own threads, one per core, and
-# the spinning workers take those cores: measured on the project's 2-core machine, a MiniLM
-# training step (16 x 54 tokens) took 567 ms with the default spin and 458 ms with 2^8 cycles,
-# a bert-base step (8 x 128) 1.61x the GEMM floor against 1.40x.  So npbert shortens the spin
-# once, when it is imported, unless OPENBLAS_THREAD_TIMEOUT is set (OpenBLAS then read it
-# itself; 28 is its default).  The cost: a worker that has gone to sleep takes a few
-# microseconds to wake for the next GEMM.
+# Between two GEMMs the fast path runs its element-wise passes on its own threads, one per core,
+# and the spinning workers take those cores (figures: docs/performance.md).  So the fast path
+# shortens the spin once, on its first use (the first parallel loop: `tune_openblas`), unless
+# OPENBLAS_THREAD_TIMEOUT is set (OpenBLAS then read it itself; 28 is its default).  Importing
+# npbert does not do it: it changes a process-wide setting of a native library, which only a
+# program that runs the fast path should get.  The cost: a worker that has gone to sleep takes a
+# few microseconds to wake for the next GEMM.
 
 BLAS_THREAD_TIMEOUT = 8                # log2 of the spin in cycles (OpenBLAS accepts 4..30)
+_tuned = [False]                       # tune_openblas has run in this process
+
+
+def tune_openblas():
+    """On the fast path's first use: shorten OpenBLAS's idle spin to 2^BLAS_THREAD_TIMEOUT cycles
+    unless the user set OPENBLAS_THREAD_TIMEOUT.  Later calls do nothing."""
+    if _tuned[0]:
+        return
+    with _blas_lock:
+        if _tuned[0]:
+            return
+        _tuned[0] = True
+        if "OPENBLAS_THREAD_TIMEOUT" not in os.environ:
+            set_blas_thread_timeout(BLAS_THREAD_TIMEOUT)
 
 
 def set_blas_thread_timeout(log2_cycles):
     """Make OpenBLAS's idle worker threads sleep after 2^log2_cycles cycles of spinning
     (OPENBLAS_THREAD_TIMEOUT, read again at run time).  Returns True if an OpenBLAS took it,
-    False if none with the entry points needed is loaded (then nothing changes)."""
+    False if none with the entry points needed is loaded (then nothing changes).
+
+    OpenBLAS reads the value from the environment only, when its thread pool starts: the
+    variable is set for the two calls below and then restored as it was."""
     log2_cycles = int(log2_cycles)
     if not 4 <= log2_cycles <= 30:
         raise ValueError(f"OpenBLAS's thread timeout is log2 of a cycle count in 4..30, got {log2_cycles}")
@@ -173,14 +215,10 @@ def _openblas_libs(symbols):
     return libs
 
 
-if "OPENBLAS_THREAD_TIMEOUT" not in os.environ:
-    import numpy as _np                # (loads numpy's OpenBLAS, so that there is one to set)
-    set_blas_thread_timeout(BLAS_THREAD_TIMEOUT)
-
-
 def over_batch(work, batch_size):
     """work(a, b) for batch rows [a, b) split over npbert's threads, one BLAS thread each:
     for many small GEMMs (attention's per-head products) this beats BLAS's own threads."""
+    tune_openblas()
     if getattr(_local, "inline", False):         # inside side_by_side: BLAS is already on one thread
         work(0, batch_size)
         return
@@ -190,11 +228,9 @@ def over_batch(work, batch_size):
 
 # ---- Whole tasks side by side -----------------------------------------------------------------
 # A thread pool handing out element-wise passes pays twice per pass: the wake-up of a sleeping
-# worker (tens of microseconds on a virtual machine) and the GIL, which every NumPy call takes
-# at its start and end, so two threads running short passes mostly wait for each other.  On the
-# project's 2-core machine LayerNorm on 16 x 54 x 384 ran 1.05x faster on two threads than on
-# one, GELU's 17 passes 1.2x.  Two threads that each run a long sequence of calls on their own
-# data (the encoder's layers on half the batch each) meet at the GIL far less often.
+# worker and the GIL, which every NumPy call takes at its start and end.  Two threads that each
+# run a long sequence of calls on their own data (the encoder's layers on half the batch each)
+# meet at the GIL far less often (figures: docs/performance.md).
 
 SIDE_BY_SIDE_MAX_THREADS = 3           # with more threads, each op's own splitting uses them better
 
@@ -206,6 +242,7 @@ def side_by_side(tasks):
     otherwise one after the other, each with every thread.  The tasks must not share
     anything they write, and must compute the same numbers however they are run (npbert's
     ops do: their splits never change a result)."""
+    tune_openblas()
     tasks = list(tasks)
     n = get_num_threads()
     if len(tasks) < 2 or getattr(_local, "inline", False) or not 2 <= n <= SIDE_BY_SIDE_MAX_THREADS \

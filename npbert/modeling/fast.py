@@ -1,0 +1,293 @@
+"""The fast twins of the module classes: what differs in shape, not only in the ops, on the fast
+path (transformers keeps BertSdpaSelfAttention beside BertSelfAttention the same way).  Each twin
+computes what its reference class computes, tested equal (tests/modeling/test_fast_equals_reference.py):
+
+    FastBertSelfAttention   Q, K, V as one GEMM with the three weights stacked; the context
+                            written straight into a (B, F, H) array; dQ, dK, dV side by side
+                            in one (B, T, 3H) array, so the backward is one GEMM each way too
+    FastBertSelfOutput      the residual added in place; the dense input freed before dx
+    FastBertIntermediate    the GELU backward reads Phi off the forward's output, in the memory
+                            of its upstream gradient
+    FastBertLayer           under npbert.no_grad() each sublayer's cache dropped at once
+    FastBertEncoder         a batch of B >= 2 rows as two halves, side by side on two threads
+    (all)                   each cache emptied as soon as the backward has read it (as torch
+                            frees saved tensors node by node), so a training step's peak is low
+
+`ModelState.use_path` (npbert/modeling/module.py) makes every module an instance of its twin
+when the model is called on the fast path.  The twins take one more argument, `first_row`: the
+global index of the first row they compute, which their dropout masks are keyed by
+(npbert/ops/dropout.py); a half of the batch passes its own.  Measured speed: docs/performance.md.
+"""
+import numpy as np
+
+import npbert.fast as F
+from npbert.fast.parallel import parallel_for, side_by_side
+from npbert.ops.linear import linear_input_grad, linear_param_grads
+
+from .attention import BertAttention, BertSelfAttention, BertSelfOutput
+from .encoder import BertEncoder, BertLayer
+from .feed_forward import BertIntermediate, BertOutput
+
+
+def _release(module, cache):
+    """During a backward that frees activations as it goes (not retain_graph), empty the cache
+    dict so its arrays are freed now, not when the whole layer is done."""
+    if module.state.release_caches:
+        cache.clear()
+
+
+class FastBertSelfAttention(BertSelfAttention):
+    """BertSelfAttention.forward's numbers: Q, K, V = x [Wq; Wk; Wv]^T + [bq, bk, bv] in one GEMM,
+    then npbert/fast/attention.py (softmax(Q K^T / sqrt(D) + mask), dropout, head mask, times V)."""
+
+    def stacked_qkv(self):
+        """[Wq; Wk; Wv] (3H, H) and [bq, bk, bv] (3H,): the three projections as one nn.Linear."""
+        names = ("query", "key", "value")
+        return (np.concatenate([self.p(f"{n}.weight") for n in names]),
+                np.concatenate([self.p(f"{n}.bias") for n in names]))
+
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None):
+        H = self.config.hidden_size
+        qkv_weight, qkv_bias = self.stacked_qkv()                                 # (3H, H), (3H,)
+        qkv, _ = F.linear_forward(hidden_states, qkv_weight, qkv_bias)            # (B, T, 3H)
+        q, k, v = qkv[..., :H], qkv[..., H:2 * H], qkv[..., 2 * H:]              # (B, T, H) views
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)   # (B, N, T, D) each
+        B, N, T, D = q.shape
+        context = np.empty((B, T, N * D), dtype=q.dtype)                          # (B, F, H)
+        _, attention_cache = F.attention_forward(
+            q, k, v, attention_mask, head_mask, self.config.attention_probs_dropout_prob,
+            self.dropout_rng(first_row), self.training, scale=self.scaling,
+            out=self.split_heads(context))                                        # written as (B, N, F, D)
+        cache = {"x": hidden_states, "attention": attention_cache}   # the backward rebuilds the stacked weight
+        return context, attention_cache["probs"], cache
+
+    def backward(self, dcontext, cache, dprobs=None):
+        """Each cached array is dropped as soon as the last step that reads it has run (when the
+        backward frees activations as it goes): the probs before dQ and dK are made, Q, K and V
+        before the projection's GEMMs."""
+        x = cache["x"]
+        B, T, H = dcontext.shape
+        dqkv = np.empty((B, T, 3 * H), dtype=dcontext.dtype)                      # [dQ, dK, dV] side by side
+        dq, dk, dv = dqkv[..., :H], dqkv[..., H:2 * H], dqkv[..., 2 * H:]        # (B, T, H) views
+        F.attention_backward(self.split_heads(dcontext), cache["attention"], dprobs,
+                             out=(self.split_heads(dq), self.split_heads(dk), self.split_heads(dv)),
+                             free=self.state.release_caches)
+        _release(self, cache)
+        # [dWq; dWk; dWv] = [dQ, dK, dV]^T x          dx = [dQ, dK, dV] [Wq; Wk; Wv] = dQ Wq + dK Wk + dV Wv
+        names = ("query", "key", "value")
+        trainable = [n for n in names if self.trainable(n + ".weight") or self.trainable(n + ".bias")]
+        grads = {}
+        if len(trainable) == 3:
+            g = linear_param_grads(dqkv, x)                                       # (3H, H), (3H,)
+            for i, name in enumerate(names):
+                grads[f"{self.prefix}{name}.weight"] = g["weight"][i * H:(i + 1) * H]   # (H, H) row blocks
+                grads[f"{self.prefix}{name}.bias"] = g["bias"][i * H:(i + 1) * H]       # (H,)
+        else:                                                                     # some of them frozen
+            for name, d in zip(names, (dq, dk, dv)):
+                if name in trainable:
+                    grads.update(self.prefixed(name, linear_param_grads(d, x)))
+        qkv_weight, _ = self.stacked_qkv()                                        # (3H, H)
+        dx = linear_input_grad(dqkv, qkv_weight, x.shape)                         # (B, T, H)
+        return dx, grads
+
+
+class FastBertSelfOutput(BertSelfOutput):
+    """BertSelfOutput's numbers: LayerNorm(dropout(dense(hidden_states)) + input_tensor)."""
+
+    def forward(self, hidden_states, input_tensor, first_row=None):
+        cache = {}
+        h, cache["dense"] = F.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))
+        h, cache["dropout"] = F.dropout_forward(h, self.config.hidden_dropout_prob, self.dropout_rng(first_row),
+                                                self.training)
+        h += input_tensor                       # in place: neither the dense nor the dropout cache holds h
+        h, cache["ln"] = F.layer_norm_forward(h, self.p("LayerNorm.weight"), self.p("LayerNorm.bias"),
+                                              self.config.layer_norm_eps)
+        return h, cache
+
+    def backward(self, dout, cache):
+        dsum, g = F.layer_norm_backward(dout, cache["ln"])                        # (B, T, H)
+        grads = self.prefixed("LayerNorm", g)
+        dh = F.dropout_backward(dsum, cache["dropout"])
+        x, weight, _ = cache["dense"]
+        _release(self, cache)
+        if self.trainable("dense.weight") or self.trainable("dense.bias"):
+            grads.update(self.prefixed("dense", linear_param_grads(dh, x)))
+        x_shape = x.shape
+        del x           # the dense input (in BertOutput the (B, T, I) GELU output) goes before dx is made
+        dx = linear_input_grad(dh, weight, x_shape)
+        return dx, dsum, grads
+
+
+class FastBertOutput(FastBertSelfOutput, BertOutput):
+    """BertOutput's numbers, FastBertSelfOutput's code (BertOutput is BertSelfOutput from I features)."""
+
+
+class FastBertIntermediate(BertIntermediate):
+    """BertIntermediate's numbers: act(dense(hidden_states))."""
+
+    def forward(self, hidden_states):
+        act_forward, _ = F.get_activation(self.config.hidden_act)
+        cache = {}
+        h, cache["dense"] = F.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, I)
+        out, cache["act"] = act_forward(h)                                                                # (B, T, I)
+        if self.config.hidden_act in ("gelu", "gelu_python"):
+            cache["out"] = out          # a reference (BertOutput's dense keeps it too): Phi = out / h
+        return out, cache
+
+    def backward(self, dout, cache, overwrite_dout=False):
+        """overwrite_dout=True lets the activation's gradient reuse dout's memory (BertLayer,
+        which owns dout, passes it): one (B, T, I) array less at the backward's peak.
+        The exact GELU reads Phi(h) off its output (gelu_backward's y=): the output then stays
+        alive until here, one (B, T, I) array more at that point, half the GELU backward's time."""
+        if "out" in cache:
+            dh = F.gelu_backward(dout, cache["act"], out=dout if overwrite_dout else None, y=cache["out"])
+        else:
+            dh = F.get_activation(self.config.hidden_act)[1](dout, cache["act"])          # (B, T, I)
+        dense_cache = cache["dense"]
+        _release(self, cache)                    # the activation's (B, T, I) input goes before the GEMMs
+        return self.linear_backward("dense", dh, dense_cache)                     # (B, T, H), grads
+
+
+class FastBertAttention(BertAttention):
+    """BertAttention, passing `first_row` on to its two children."""
+
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None):
+        context, probs, self_cache = self.self.forward(hidden_states, attention_mask, head_mask, first_row)
+        out, output_cache = self.output.forward(context, hidden_states, first_row)
+        return out, probs, (self_cache, output_cache)
+
+
+class FastBertLayer(BertLayer):
+    """BertLayer's numbers; under npbert.no_grad() each sublayer's cache is dropped at once, and
+    the backward works in place where it owns its arrays."""
+
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None):
+        keep = self.state.keep_caches          # False under npbert.no_grad(): free each cache at once
+        attention_output, probs, attention_cache = self.attention.forward(hidden_states, attention_mask, head_mask,
+                                                                          first_row)
+        attention_cache = attention_cache if keep else None
+        intermediate_output, intermediate_cache = self.intermediate.forward(attention_output)   # (B, T, I)
+        intermediate_cache = intermediate_cache if keep else None
+        layer_output, output_cache = self.output.forward(intermediate_output, attention_output, first_row)
+        return layer_output, probs, (attention_cache, intermediate_cache, output_cache)
+
+    def backward(self, dout, cache, dprobs=None):
+        attention_cache, intermediate_cache, output_cache = cache
+        dintermediate, dattention_output, grads = self.output.backward(dout, output_cache)
+        d, g = self.intermediate.backward(dintermediate, intermediate_cache, overwrite_dout=True)
+        grads.update(g)
+        dattention_output += d                        # attention_output fed the FFN and its residual
+        del dintermediate, d                          # (B, T, I) and (B, T, H) not held through the attention
+        dx, g = self.attention.backward(dattention_output, attention_cache, dprobs)
+        grads.update(g)
+        return dx, grads
+
+
+class FastBertEncoder(BertEncoder):
+    """BertEncoder's numbers, a batch of B >= 2 rows run as two halves, rows [0, B//2) and
+    [B//2, B), each through all L layers: with 2 or 3 npbert threads side by side, one thread
+    each (`side_by_side`), instead of every op splitting itself over the threads.  Rows never
+    meet inside the encoder, so the outputs are the rows' own; each half keys its dropout masks
+    by its own rows' global indices, so they are the masks of the whole batch; the weight
+    gradients are half 0's plus half 1's.  The halves are the same on any thread count, so are
+    the numbers (docs/encoder.md, docs/performance.md)."""
+
+    def forward(self, hidden_states, attention_mask=None, head_mask=None,
+                output_hidden_states=False, output_attentions=False):
+        B = hidden_states.shape[0]
+        if B < 2:
+            return self._forward_layers(hidden_states, attention_mask, head_mask, output_hidden_states,
+                                        output_attentions, first_row=None)
+        bounds = ((0, B // 2), (B // 2, B))
+        offset = self.state.batch_offset
+
+        def half(k):
+            a, b = bounds[k]
+            return self._forward_layers(hidden_states[a:b], _rows(attention_mask, a, b), head_mask,
+                                        output_hidden_states, output_attentions, first_row=offset + a)
+        halves = side_by_side([lambda k=k: half(k) for k in range(len(bounds))])
+        last = np.concatenate([h[0] for h in halves])                       # (B, T, H)
+        all_hidden_states = all_attentions = None
+        if output_hidden_states:
+            all_hidden_states = (hidden_states,) + tuple(
+                np.concatenate(h) for h in zip(*(p[1][1:] for p in halves)))
+        if output_attentions:
+            all_attentions = tuple(np.concatenate(a) for a in zip(*(p[2] for p in halves)))
+        caches = HalfCaches(bounds, [list(c) for c in zip(*(p[3] for p in halves))])
+        return last, all_hidden_states, all_attentions, caches
+
+    def _forward_layers(self, hidden_states, attention_mask, head_mask, output_hidden_states, output_attentions,
+                        first_row):
+        """BertEncoder.forward's loop on the rows given, their first row's global index `first_row`."""
+        all_hidden_states = [hidden_states] if output_hidden_states else None
+        all_attentions = [] if output_attentions else None
+        caches = []
+        for i, layer in enumerate(self.layer):
+            hidden_states, probs, c = layer.forward(hidden_states, attention_mask,
+                                                    None if head_mask is None else head_mask[i], first_row)
+            if output_hidden_states:
+                all_hidden_states.append(hidden_states)
+            if output_attentions:
+                all_attentions.append(probs)
+            caches.append(c if self.state.keep_caches else None)   # under no_grad: freed right away
+            del c, probs               # not held while the next layer runs
+        if output_hidden_states:
+            all_hidden_states = tuple(all_hidden_states)
+        if output_attentions:
+            all_attentions = tuple(all_attentions)
+        return hidden_states, all_hidden_states, all_attentions, caches
+
+    def backward(self, dout, caches, dhidden_states=None, dattentions=None, stop=0):
+        """BertEncoder.backward, run on each half's rows and caches side by side; the weight
+        gradients of the two halves are added.  (Each layer's caches are emptied by the layers'
+        own backward: FastBertSelfAttention, FastBertSelfOutput, FastBertIntermediate.)"""
+        if not isinstance(caches, HalfCaches):
+            return super().backward(dout, caches, dhidden_states, dattentions, stop)
+
+        def half(k):
+            a, b = caches.bounds[k]
+            return super(FastBertEncoder, self).backward(dout[a:b], [c[k] for c in caches],
+                                                         _rows_of(dhidden_states, a, b),
+                                                         _rows_of(dattentions, a, b), stop)
+        halves = side_by_side([lambda k=k: half(k) for k in range(len(caches.bounds))])
+        grads = halves[0][1]
+        names = list(grads)
+
+        def add(lo, hi):                              # half 0's weight gradients += half 1's
+            for name in names[lo:hi]:
+                for h in halves[1:]:
+                    grads[name] += h[1][name]
+        parallel_for(add, len(names))
+        if stop > 0:
+            return None, grads
+        return np.concatenate([h[0] for h in halves]), grads
+
+
+class HalfCaches(list):
+    """The caches of a forward that ran the batch in halves: entry i is [half 0's cache of
+    layer i, half 1's]; `bounds` the halves' rows [a, b)."""
+
+    def __init__(self, bounds, per_layer):
+        super().__init__(per_layer)
+        self.bounds = bounds
+
+
+def _rows(mask, a, b):
+    """Rows [a, b) of an additive mask (B, N or 1, F or 1, T); one that broadcasts over the
+    batch (first axis 1, or fewer than 4 axes) stays whole."""
+    if mask is None or np.ndim(mask) < 4 or mask.shape[0] == 1:
+        return mask
+    return mask[a:b]
+
+
+def _rows_of(arrays, a, b):
+    """Rows [a, b) of each optional upstream gradient in a list (or None)."""
+    if arrays is None:
+        return None
+    return [None if x is None else x[a:b] for x in arrays]
+
+
+# reference class -> fast twin: what ModelState.use_path swaps
+FAST_TWINS = {BertSelfAttention: FastBertSelfAttention, BertSelfOutput: FastBertSelfOutput,
+              BertOutput: FastBertOutput, BertIntermediate: FastBertIntermediate,
+              BertAttention: FastBertAttention, BertLayer: FastBertLayer, BertEncoder: FastBertEncoder}

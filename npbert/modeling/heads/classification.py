@@ -1,0 +1,240 @@
+"""The classification heads: BertForSequenceClassification, BertForTokenClassification and
+BertForMultipleChoice, each dropout + `classifier` on BERT's output, with its loss.
+
+    B = batch, T = sequence length, H = hidden size, K = config.num_labels, C = choices
+"""
+import numpy as np
+
+from ..bert import BertModel
+from ..module import ops_for_path
+from ..outputs import MultipleChoiceModelOutput, SequenceClassifierOutput, TokenClassifierOutput
+from ..pretrained import BertPreTrainedModel
+from .base import _BertHeadModel, _class_labels, _grad_or_zeros, _loss_upstream
+
+
+def _classifier_dropout(config):
+    return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+
+
+class BertForSequenceClassification(_BertHeadModel):
+    """pooled [CLS] -> dropout -> classifier -> logits (B, K).  The loss depends on the problem type:
+
+        regression                  (K == 1, or set in the config)  MSE on float labels (B,) or (B, K)
+        single_label_classification (K > 1, int64/int32 labels)     cross-entropy, labels (B,) in [0, K) or -100
+        multi_label_classification  (K > 1, any other labels)       BCE-with-logits, float labels (B, K)
+
+    When config.problem_type is None it is inferred from the first labels seen and written into
+    the config, exactly as transformers does (so it is then saved with the config)."""
+
+    _fresh_prefixes = BertPreTrainedModel._fresh_prefixes + ("classifier.",)
+
+    def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
+        super().__init__(config, seed=seed, dtype=dtype, **kwargs)
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, add_pooling_layer=True, _parent=self, _prefix="bert.")
+        self.classifier_dropout = _classifier_dropout(config)
+        self.add_linear("classifier", config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def _problem_type(self, labels):
+        """transformers' inference, kept in the config as transformers keeps it."""
+        if self.config.problem_type is None:
+            if self.num_labels == 1:
+                self.config.problem_type = "regression"
+            elif self.num_labels > 1 and labels.dtype in (np.int64, np.int32):
+                self.config.problem_type = "single_label_classification"
+            else:
+                self.config.problem_type = "multi_label_classification"
+        return self.config.problem_type
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
+                inputs_embeds=None, output_hidden_states=False, output_attentions=False, labels=None):
+        F = ops_for_path()
+        outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
+                                                 head_mask, inputs_embeds, output_hidden_states, output_attentions)
+        pooled_output, drop_cache = F.dropout_forward(outputs.pooler_output, self.classifier_dropout,
+                                                    self.dropout_rng(), self.training)                  # (B, H)
+        logits, clf_cache = F.linear_forward(pooled_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B, K)
+        loss, loss_cache = None, None
+        if labels is not None:
+            labels = np.asarray(labels)
+            problem_type = self._problem_type(labels)
+            B, K = logits.shape
+            if problem_type == "regression":
+                if labels.dtype == bool or not np.issubdtype(labels.dtype, np.number):
+                    raise TypeError(f"regression labels must be numbers, got dtype {labels.dtype}")
+                if K == 1:   # transformers: MSELoss(logits.squeeze(), labels.squeeze())
+                    if labels.squeeze().shape != logits.squeeze().shape:
+                        raise ValueError(f"regression labels have shape {labels.shape}, expected ({B},) for "
+                                         f"num_labels=1")
+                    loss, mse_cache = F.mse_forward(logits.squeeze(), labels.squeeze())
+                else:
+                    if labels.shape != (B, K):
+                        raise ValueError(f"regression labels have shape {labels.shape}, expected ({B}, {K})")
+                    loss, mse_cache = F.mse_forward(logits, labels)
+                loss_cache = ("mse", mse_cache)
+            elif problem_type == "single_label_classification":
+                if labels.dtype == bool or not np.issubdtype(labels.dtype, np.integer):
+                    raise TypeError(f"single-label classification needs integer class labels, got dtype "
+                                    f"{labels.dtype}")
+                labels = _class_labels("labels", labels, (B,))
+                loss, ce_cache = F.cross_entropy_forward(logits, labels)
+                loss_cache = ("ce", ce_cache)
+            else:  # multi_label_classification
+                if not np.issubdtype(labels.dtype, np.floating):
+                    raise TypeError(f"multi-label classification needs float labels (B, num_labels) of 0.0/1.0, "
+                                    f"got dtype {labels.dtype}; for single-label classification pass int64 "
+                                    f"class indices")
+                if labels.shape != (B, K):
+                    raise ValueError(f"multi-label classification labels have shape {labels.shape}, expected "
+                                     f"({B}, {K})")
+                loss, bce_cache = F.bce_with_logits_forward(logits, labels)
+                loss_cache = ("bce", bce_cache)
+        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                          attentions=outputs.attentions)
+        return output, {"bert": bert_cache, "dropout": drop_cache, "classifier": clf_cache, "loss": loss_cache,
+                        "shape": logits.shape}
+
+    def _loss_backward(self, dloss, loss_cache, shape):
+        F = ops_for_path()
+        kind, c = loss_cache
+        if kind == "mse":
+            return F.mse_backward(dloss, c).reshape(shape)          # undo the squeeze: (B,) -> (B, 1)
+        if kind == "ce":
+            return F.cross_entropy_backward(dloss, c)
+        return F.bce_with_logits_backward(dloss, c)
+
+    def _backward(self, cache, loss=None, logits=None, hidden_states=None, attentions=None):
+        F = ops_for_path()
+        dloss = _loss_upstream(self, cache, loss, (logits, hidden_states, attentions))
+        dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, K)
+        if dloss is not None:
+            dlogits += self._loss_backward(dloss, cache["loss"], cache["shape"])
+        dpooled, g = self.linear_backward("classifier", dlogits, cache["classifier"])                # (B, H)
+        dpooled = F.dropout_backward(dpooled, cache["dropout"])
+        return self._bert_backward(cache["bert"], g, hidden_states, attentions,
+                                   pooler_output=dpooled)
+
+
+class BertForTokenClassification(_BertHeadModel):
+    """Every token: dropout -> classifier -> logits (B, T, K); loss = cross-entropy over the
+    positions whose label is not -100."""
+
+    _fresh_prefixes = BertPreTrainedModel._fresh_prefixes + ("classifier.",)
+
+    def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
+        super().__init__(config, seed=seed, dtype=dtype, **kwargs)
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, add_pooling_layer=False, _parent=self, _prefix="bert.")
+        self.classifier_dropout = _classifier_dropout(config)
+        self.add_linear("classifier", config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
+                inputs_embeds=None, output_hidden_states=False, output_attentions=False, labels=None):
+        """labels: (B, T) in [0, K), -100 where a token has no label (padding, sub-words)."""
+        F = ops_for_path()
+        outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
+                                                 head_mask, inputs_embeds, output_hidden_states, output_attentions)
+        sequence_output, drop_cache = F.dropout_forward(outputs.last_hidden_state, self.classifier_dropout,
+                                                      self.dropout_rng(), self.training)                # (B, T, H)
+        logits, clf_cache = F.linear_forward(sequence_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B, T, K)
+        loss, loss_cache = None, None
+        if labels is not None:
+            labels = _class_labels("labels", labels, logits.shape[:2])                             # (B, T)
+            loss, loss_cache = F.cross_entropy_forward(logits, labels)
+        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                       attentions=outputs.attentions)
+        return output, {"bert": bert_cache, "dropout": drop_cache, "classifier": clf_cache, "loss": loss_cache,
+                        "shape": logits.shape}
+
+    def _backward(self, cache, loss=None, logits=None, hidden_states=None, attentions=None):
+        F = ops_for_path()
+        dloss = _loss_upstream(self, cache, loss, (logits, hidden_states, attentions))
+        dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, T, K)
+        if dloss is not None:
+            dlogits += F.cross_entropy_backward(dloss, cache["loss"])
+        dsequence, g = self.linear_backward("classifier", dlogits, cache["classifier"])              # (B, T, H)
+        dsequence = F.dropout_backward(dsequence, cache["dropout"])
+        return self._bert_backward(cache["bert"], g, hidden_states, attentions,
+                                   last_hidden_state=dsequence)
+
+
+class BertForMultipleChoice(_BertHeadModel):
+    """C candidate sequences per example: inputs (B, C, T) are flattened to (B*C, T), each
+    pooled [CLS] is scored by `classifier` (H -> 1), and the scores reshaped to logits (B, C);
+    loss = cross-entropy over the choices, labels (B,) in [0, C).
+
+    hidden_states / attentions (and their upstream gradients) are per flattened row, (B*C, ...);
+    `inputs_embeds_grad` is (B, C, T, H)."""
+
+    _fresh_prefixes = BertPreTrainedModel._fresh_prefixes + ("classifier.",)
+
+    def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
+        super().__init__(config, seed=seed, dtype=dtype, **kwargs)
+        self.bert = BertModel(config, add_pooling_layer=True, _parent=self, _prefix="bert.")
+        self.classifier_dropout = _classifier_dropout(config)
+        self.add_linear("classifier", config.hidden_size, 1)
+        self.post_init()
+
+    @staticmethod
+    def _flatten(name, value, ndim):
+        """(B, C, T[, H]) -> (B*C, T[, H]); anything else is an error."""
+        if value is None:
+            return None, None
+        a = np.asarray(value)
+        if a.ndim != ndim:
+            dims = "(batch, num_choices, sequence" + (", hidden_size)" if ndim == 4 else ")")
+            raise ValueError(f"BertForMultipleChoice: {name} must be {ndim}-D {dims}, got shape {a.shape}")
+        return a.reshape(-1, *a.shape[2:]), a.shape
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
+                inputs_embeds=None, output_hidden_states=False, output_attentions=False, labels=None):
+        """input_ids, attention_mask, token_type_ids, position_ids: (B, C, T); inputs_embeds (B, C, T, H);
+        labels (B,) the index of the right choice."""
+        F = ops_for_path()
+        input_ids, ids_shape = self._flatten("input_ids", input_ids, 3)
+        inputs_embeds, embeds_shape = self._flatten("inputs_embeds", inputs_embeds, 4)
+        B, C = (ids_shape or embeds_shape or (0, 0))[:2]
+        for name, value in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids),
+                            ("position_ids", position_ids)):
+            flat, shape = self._flatten(name, value, 3)
+            if shape is not None and shape[:2] != (B, C):
+                raise ValueError(f"BertForMultipleChoice: {name} has shape {shape}, the inputs have "
+                                 f"(batch, num_choices) = ({B}, {C})")
+            if name == "attention_mask":
+                attention_mask = flat
+            elif name == "token_type_ids":
+                token_type_ids = flat
+            else:
+                position_ids = flat
+        with self.state.rows_times(C):      # a row of bert is one choice: example b's rows start at b C
+            outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
+                                                     inputs_embeds, output_hidden_states, output_attentions)
+            pooled_output, drop_cache = F.dropout_forward(outputs.pooler_output, self.classifier_dropout,
+                                                          self.dropout_rng(), self.training)            # (B*C, H)
+        logits, clf_cache = F.linear_forward(pooled_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B*C, 1)
+        reshaped_logits = logits.reshape(B, C)                                                      # (B, C)
+        loss, loss_cache = None, None
+        if labels is not None:
+            labels = _class_labels("labels", labels, (B,))
+            loss, loss_cache = F.cross_entropy_forward(reshaped_logits, labels)
+        output = MultipleChoiceModelOutput(loss=loss, logits=reshaped_logits, hidden_states=outputs.hidden_states,
+                                           attentions=outputs.attentions)
+        return output, {"bert": bert_cache, "dropout": drop_cache, "classifier": clf_cache, "loss": loss_cache,
+                        "shape": (B, C), "embeds_shape": embeds_shape}
+
+    def _backward(self, cache, loss=None, logits=None, hidden_states=None, attentions=None):
+        F = ops_for_path()
+        dloss = _loss_upstream(self, cache, loss, (logits, hidden_states, attentions))
+        dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, C)
+        if dloss is not None:
+            dlogits += F.cross_entropy_backward(dloss, cache["loss"])
+        dpooled, g = self.linear_backward("classifier", dlogits.reshape(-1, 1), cache["classifier"])  # (B*C, H)
+        dpooled = F.dropout_backward(dpooled, cache["dropout"])
+        grads, dinputs_embeds = self._bert_backward(cache["bert"], g, hidden_states,
+                                                    attentions, pooler_output=dpooled)
+        B, C = cache["shape"]
+        if dinputs_embeds is None:                                                                  # frozen below
+            return grads, None
+        return grads, dinputs_embeds.reshape(B, C, *dinputs_embeds.shape[1:])                      # (B, C, T, H)

@@ -1,0 +1,126 @@
+"""The head modules under `cls.`, as transformers' classes: BertPredictionHeadTransform,
+BertLMPredictionHead, BertOnlyMLMHead, BertOnlyNSPHead, BertPreTrainingHeads.
+
+    B = batch, T = sequence length, H = hidden size, V = vocab size
+"""
+from npbert.ops.activations import get_activation
+from npbert.ops.linear import linear_input_grad, linear_param_grads
+
+from ..module import Module, ops_for_path
+
+
+class BertPredictionHeadTransform(Module):
+    """dense -> hidden_act -> LayerNorm       (..., H) -> (..., H)"""
+
+    def __init__(self, state, prefix):
+        super().__init__(state, prefix)
+        H = self.config.hidden_size
+        self.add_linear("dense", H, H)
+        get_activation(self.config.hidden_act)          # an unknown name fails here, when the model is built
+        self.add_layer_norm("LayerNorm", H)
+
+    def forward(self, hidden_states):
+        F = ops_for_path()                   # npbert.ops, or its fast twins npbert.fast (modeling/module.py)
+        act_forward, _ = F.get_activation(self.config.hidden_act)
+        h, dense_cache = F.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, H)
+        h, act_cache = act_forward(h)                                                                    # (B, T, H)
+        h, ln_cache = F.layer_norm_forward(h, self.p("LayerNorm.weight"), self.p("LayerNorm.bias"),
+                                           self.config.layer_norm_eps)                                   # (B, T, H)
+        return h, (dense_cache, act_cache, ln_cache)
+
+    def backward(self, dout, cache):
+        F = ops_for_path()
+        dense_cache, act_cache, ln_cache = cache
+        dh, g_ln = F.layer_norm_backward(dout, ln_cache)
+        dh = F.get_activation(self.config.hidden_act)[1](dh, act_cache)
+        dx, g_dense = self.linear_backward("dense", dh, dense_cache)
+        return dx, {**g_dense, **self.prefixed("LayerNorm", g_ln)}
+
+
+class BertLMPredictionHead(Module):
+    """transform, then the decoder: logits = h @ W_word.T + bias        (B, T, H) -> (B, T, V)
+
+    The decoder has no weight of its own: it reads `decoder_weight` (the word embeddings) from
+    the model's dict.  Its bias is `cls.predictions.bias` (transformers ties
+    `cls.predictions.decoder.bias` to it).  backward() reports the decoder weight's gradient
+    under its own name, `<prefix>decoder.weight`; the model adds it to the word embeddings'.
+    """
+
+    def __init__(self, state, prefix, decoder_weight):
+        super().__init__(state, prefix)
+        # registered first: torch lists a module's own parameters before its children's
+        self.add_param("bias", (self.config.vocab_size,), "zeros")                  # (V,)
+        self.transform = BertPredictionHeadTransform(state, prefix + "transform.")
+        self.decoder_weight = decoder_weight                                         # name of the (V, H) array
+
+    def forward(self, hidden_states):
+        h, transform_cache = self.transform.forward(hidden_states)                   # (B, T, H)
+        logits, decoder_cache = ops_for_path().linear_forward(h, self.state.params[self.decoder_weight],
+                                                              self.p("bias"))                        # (B, T, V)
+        return logits, (transform_cache, decoder_cache)
+
+    def backward(self, dlogits, cache):
+        transform_cache, decoder_cache = cache
+        # in the forward: logits = h @ W.T + b
+        h, weight, _ = decoder_cache
+        dh = linear_input_grad(dlogits, weight, h.shape)                             # (B, T, H)
+        grads = {}
+        if self.decoder_weight not in self.state.frozen:                             # the (V, H) GEMM, skipped when frozen
+            grads[self.prefix + "decoder.weight"] = linear_param_grads(dlogits, h, has_bias=False)["weight"]   # (V, H), one of W's two uses
+        if self.trainable("bias"):
+            grads[self.prefix + "bias"] = dlogits.reshape(-1, dlogits.shape[-1]).sum(axis=0)                  # (V,)
+        dx, g = self.transform.backward(dh, transform_cache)
+        grads.update(g)
+        return dx, grads
+
+
+class BertOnlyMLMHead(Module):
+    """cls.predictions: (B, T, H) -> (B, T, V)"""
+
+    def __init__(self, state, prefix, decoder_weight):
+        super().__init__(state, prefix)
+        self.predictions = BertLMPredictionHead(state, prefix + "predictions.", decoder_weight)
+
+    def forward(self, sequence_output):
+        return self.predictions.forward(sequence_output)
+
+    def backward(self, dprediction_scores, cache):
+        return self.predictions.backward(dprediction_scores, cache)
+
+
+class BertOnlyNSPHead(Module):
+    """cls.seq_relationship: pooled (B, H) -> (B, 2), 0 = "B follows A", 1 = "B is random"."""
+
+    def __init__(self, state, prefix):
+        super().__init__(state, prefix)
+        self.add_linear("seq_relationship", self.config.hidden_size, 2)
+
+    def forward(self, pooled_output):
+        return ops_for_path().linear_forward(pooled_output, self.p("seq_relationship.weight"),
+                                             self.p("seq_relationship.bias"))
+
+    def backward(self, dscore, cache):
+        return self.linear_backward("seq_relationship", dscore, cache)
+
+
+class BertPreTrainingHeads(Module):
+    """cls.predictions (B, T, H) -> (B, T, V) and cls.seq_relationship (B, H) -> (B, 2)."""
+
+    def __init__(self, state, prefix, decoder_weight):
+        super().__init__(state, prefix)
+        self.predictions = BertLMPredictionHead(state, prefix + "predictions.", decoder_weight)
+        self.add_linear("seq_relationship", self.config.hidden_size, 2)
+
+    def forward(self, sequence_output, pooled_output):
+        prediction_scores, predictions_cache = self.predictions.forward(sequence_output)           # (B, T, V)
+        seq_relationship_score, nsp_cache = ops_for_path().linear_forward(
+            pooled_output, self.p("seq_relationship.weight"), self.p("seq_relationship.bias"))     # (B, 2)
+        return prediction_scores, seq_relationship_score, (predictions_cache, nsp_cache)
+
+    def backward(self, dprediction_scores, dseq_relationship_score, cache):
+        """Returns (d sequence_output (B, T, H), d pooled_output (B, H), grads)."""
+        predictions_cache, nsp_cache = cache
+        dsequence, grads = self.predictions.backward(dprediction_scores, predictions_cache)
+        dpooled, g = self.linear_backward("seq_relationship", dseq_relationship_score, nsp_cache)
+        grads.update(g)
+        return dsequence, dpooled, grads

@@ -1,0 +1,92 @@
+"""Benchmark: the same npbert step from two source trees (say, before and after a change), and
+the NumPy GEMM floor, taking turns run by run, so that a shared machine's changing load falls
+on all alike.  Each side runs in its own long-lived process (2 threads each), built from that
+tree's own benchmark runners; the ratios printed are medians of round-by-round ratios.
+
+    git worktree add /tmp/before <commit>          # or: git archive <commit> | tar -x -C /tmp/before
+    python tests/bench/bench_compare_trees.py /tmp/before . --step bert-base-train --rounds 7
+    python tests/bench/bench_compare_trees.py /tmp/before . --step finetune           # MiniLM fine-tuning step
+
+Steps: bert-base-forward, bert-base-train (tests/bench/bench_model.py's runners: batch 8 x 128,
+12 layers), finetune, pretrain (tests/bench/bench_train_step.py's).  --path reference runs the
+second tree on npbert's reference path (npbert.set_path) instead of the fast one.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+STEPS = {"bert-base-forward": ("bench_model", "forward"), "bert-base-train": ("bench_model", "train_fwd_bwd"),
+         "finetune": ("bench_train_step", "finetune"), "pretrain": ("bench_train_step", "pretrain")}
+
+
+def worker(tree, step, impl, path):
+    """Build the step from `tree`'s runners, then time one run per line read from stdin."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NPBERT_NUM_THREADS"):
+        os.environ[var] = "2"
+    if path:
+        os.environ["NPBERT_PATH"] = path
+    sys.path[:0] = [tree, os.path.join(tree, "tests", "bench")]
+    module, mode = STEPS[step]
+    if module == "bench_model":
+        import bench_model
+        run_mode, _ = bench_model.make_runner(impl, argparse.Namespace(layers=12, batch=8, seq=128))
+
+        def run():
+            return run_mode(mode)
+    else:
+        import bench_train_step
+        maker = {"npbert": bench_train_step.npbert_runner, "gemm-floor": bench_train_step.gemm_floor_runner}[impl]
+        run = maker(bench_train_step.STEPS[mode], mode == "pretrain")
+    run()                                                    # warm-up
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        t0 = time.perf_counter()
+        out = run()
+        elapsed = time.perf_counter() - t0
+        del out
+        print(elapsed, flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("before", help="a source tree of npbert (holding npbert/ and tests/bench/)")
+    p.add_argument("after", help="another source tree")
+    p.add_argument("--step", choices=sorted(STEPS), default="bert-base-train")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--path", choices=("fast", "reference"), default=None, help="npbert path of the 'after' tree")
+    p.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        tree, step, impl, path = args.worker
+        return worker(tree, step, impl, None if path == "-" else path)
+    sides = {"before": (args.before, "npbert", "-"), "after": (args.after, "npbert", args.path or "-"),
+             "floor": (args.after, "gemm-floor", "-")}
+    procs = {name: subprocess.Popen([sys.executable, os.path.abspath(__file__), "x", "x", "--worker",
+                                     os.path.abspath(tree), args.step, impl, path],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for name, (tree, impl, path) in sides.items()}
+    for name, proc in procs.items():
+        if proc.stdout.readline().strip() != "ready":
+            sys.exit(f"the {name} worker did not start")
+    times = {name: [] for name in procs}
+    for _ in range(args.rounds):
+        for name, proc in procs.items():
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            times[name].append(float(proc.stdout.readline()))
+    for proc in procs.values():
+        proc.stdin.close()
+        proc.wait(timeout=600)
+    print(f"{args.step}: {args.rounds} alternating rounds")
+    for name, t in times.items():
+        print(f"  {name:7s} median {statistics.median(t):7.3f} s   min {min(t):7.3f} s")
+    for a, b in (("after", "before"), ("before", "floor"), ("after", "floor")):
+        r = [x / y for x, y in zip(times[a], times[b])]
+        print(f"  {a} / {b:7s} {statistics.median(r):5.2f}x (rounds {min(r):.2f}..{max(r):.2f})")
+
+
+if __name__ == "__main__":
+    main()
