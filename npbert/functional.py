@@ -21,6 +21,10 @@ compute the same numbers), each a forward returning (out, cache) and a backward 
                       (B, N, F, T), head_mask (N,), dropout_p, rng, training)
                                                                    -> context (B, N, F, D), cache["probs"]
     attention_backward(dcontext, cache, dprobs=None)               -> dq, dk, dv
+    mean_pooling_forward(h (B, T, H), mask (B, T)) / _backward     mean over the attended tokens (Sentence-BERT)
+    normalize_forward(e (B, H), eps=1e-12) / normalize_backward     e / max(||e||, eps), as F.normalize
+    get_extended_attention_mask(mask (B, T) or (B, F, T) of 1/0, input_shape=None, dtype=float64,
+                                is_decoder=False)                  -> additive (B, 1, 1 or F, T)
                                                                    softmax(q k^T / sqrt(D) + mask) v: the op
                                                                    BertSelfAttention runs between its
                                                                    projections
@@ -34,13 +38,15 @@ from npbert.ops.activations import (gelu_backward, gelu_fast_backward, gelu_fast
                                     quick_gelu_forward, relu_backward, relu_forward, sigmoid_backward,
                                     sigmoid_forward, silu_backward, silu_forward, tanh_backward, tanh_forward)
 from npbert.ops.attention import attention_backward, attention_forward
+from npbert.ops.attention_mask import get_extended_attention_mask
 from npbert.ops.dropout import DropoutKey, dropout_backward, dropout_forward
 from npbert.ops.embedding import embedding_backward, embedding_forward
 from npbert.ops.layer_norm import layer_norm_backward, layer_norm_forward
 from npbert.ops.linear import linear_backward, linear_forward
 from npbert.ops.losses import (bce_with_logits_backward, bce_with_logits_forward, cross_entropy_backward,
                                cross_entropy_forward, mse_backward, mse_forward)
+from npbert.ops.pooling import mean_pooling_backward, mean_pooling_forward, normalize_backward, normalize_forward
 from npbert.ops.softmax import softmax_backward, softmax_forward
 
 
-__all__ = [n for n in dir() if n.endswith(("_forward", "_backward")) or n in ("get_activation", "DropoutKey")]
+__all__ = [n for n in dir() if n.endswith(("_forward", "_backward")) or n in ("get_activation", "DropoutKey", "get_extended_attention_mask")]

@@ -6,6 +6,8 @@ and positions are checked by BertEmbeddings.prepare_inputs, the masks here).
 """
 import numpy as np
 
+from npbert.ops.attention_mask import get_extended_attention_mask
+
 from .embeddings import BertEmbeddings
 from .encoder import BertEncoder
 from .outputs import BaseModelOutputWithPoolingAndCrossAttentions
@@ -38,31 +40,13 @@ class BertModel(BertPreTrainedModel):
     def _extended_attention_mask(self, attention_mask, B, T):
         """1/0 mask (B, T) or (B, T, T) -> additive (B, 1, 1, T) or (B, 1, T, T), 0 where attended and
         finfo(dtype).min where masked, as transformers; a decoder also masks the future."""
-        dtype = self.state.dtype
-        if attention_mask is None:
-            if not self.config.is_decoder:
-                return None
-            attention_mask = np.ones((B, T), dtype=dtype)
-        m = np.asarray(attention_mask)
-        if m.dtype == object or not (np.issubdtype(m.dtype, np.number) or m.dtype == bool):
-            raise TypeError(f"attention_mask must be numeric, got dtype {m.dtype}")
-        if m.ndim == 2:
-            if m.shape != (B, T):
-                raise ValueError(f"attention_mask has shape {m.shape}, the inputs are ({B}, {T})")
-            m = m[:, None, None, :]                                                # (B, 1, 1, T)
-            if self.config.is_decoder:
-                causal = np.tril(np.ones((T, T), dtype=dtype))                     # (T, T), 1 on and below the diagonal
-                m = m * causal                                                     # (B, 1, T, T)
-        elif m.ndim == 3:
-            if m.shape != (B, T, T):
-                raise ValueError(f"a 3-D attention_mask must be (batch, from_seq, to_seq) = ({B}, {T}, {T}), "
-                                 f"got {m.shape}")
-            m = m[:, None, :, :]                                                   # (B, 1, T, T)
-        else:
-            raise ValueError(f"attention_mask must be 2-D (batch, seq) or 3-D (batch, seq, seq), got shape {m.shape}")
-        if not np.isin(m, (0, 1)).all():
-            raise ValueError("attention_mask must hold only 1 (attend) and 0 (masked)")
-        return (1.0 - m.astype(dtype)) * np.finfo(dtype).min
+        return get_extended_attention_mask(attention_mask, (B, T), self.state.dtype, self.config.is_decoder)
+
+    def get_extended_attention_mask(self, attention_mask, input_shape, dtype=None):
+        """transformers 4.x's method: the additive mask this model's layers receive for a 1/0
+        `attention_mask` of inputs of `input_shape` (B, T), in the model's dtype unless given."""
+        return get_extended_attention_mask(attention_mask, tuple(input_shape)[:2],
+                                           self.state.dtype if dtype is None else dtype, self.config.is_decoder)
 
     def _check_head_mask(self, head_mask):
         """(N,) or (L, N) -> (L, N) in the model's dtype."""

@@ -15,7 +15,7 @@ import numpy as np
 
 import dphelpers as h
 from npbert import distributed as dist
-from npbert.ops import parallel
+from npbert.fast import parallel
 
 
 def save(outdir, name, rank, arrays):

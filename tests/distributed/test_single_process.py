@@ -192,7 +192,7 @@ def test_threads_per_rank(mine, local, want):
 
 
 def test_configure_threads_respects_overrides(monkeypatch):
-    from npbert.ops import parallel
+    from npbert.fast import parallel
     before = parallel.get_num_threads()
     setter, getter = parallel._find_openblas_setter()
     blas_before = getter() if getter is not None else None
