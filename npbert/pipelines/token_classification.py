@@ -77,7 +77,7 @@ class TokenClassificationPipeline(Pipeline):
     def __call__(self, inputs, **kwargs):
         params = self._params(kwargs)
         if params.get("is_split_into_words") and inputs and not isinstance(inputs[0], (list, tuple)):
-            return self._run(inputs, **params)                           # one sentence given as words
+            return [self._run(inputs, **params)]        # one sentence given as words: a list of one, as transformers
         return super().__call__(inputs, **kwargs)
 
     # ---- preprocess: text -> content tokens with offsets -> windows --------------------------
