@@ -117,6 +117,39 @@ class TokenClassificationPipeline(Pipeline):
             out.append((input_ids, offs, special, [1] * n + [0] * pad))
         return out
 
+    def word_tags(self, words, stride=None):
+        """(tags, scores): one tag per given word, from its first token ("first" aggregation),
+        read in the window where that token has the most context (every word gets one: a
+        sentence longer than a window is read in windows sharing `stride` tokens, default half a
+        window).  What `npbert predict` writes for CoNLL input."""
+        from npbert.tasks.windows import max_context_window
+        _, ids, offsets = self._tokens(words, True, " ")
+        firsts, position, k = [], 0, 0
+        for word in words:                           # each word's first token: the first starting in it
+            while k < len(ids) and offsets[k][0] < position:
+                k += 1
+            firsts.append(k if k < len(ids) and offsets[k][0] < position + max(len(word), 1) else None)
+            position += len(word) + 1
+        M = self.max_length - 2
+        stride = M // 2 if stride is None else stride
+        spans = overflow_windows(len(ids), M, stride)
+        windows = self.windows(ids, offsets, stride)
+        scores = [softmax(self._forward({"input_ids": np.asarray([w[0]]), "attention_mask": np.asarray([w[3]]),
+                                         "token_type_ids": np.zeros((1, len(w[0])), dtype=np.int64)}).logits[0])
+                  for w in windows]
+        id2label = self.model.config.id2label
+        tags, probs = [], []
+        for first in firsts:
+            if first is None:                        # a word with no token (e.g. only control characters)
+                tags.append("O")
+                probs.append(0.0)
+                continue
+            w = max_context_window(spans, first)
+            row = scores[w][first - spans[w][0] + 1]
+            tags.append(id2label[int(row.argmax())])
+            probs.append(float(row.max()))
+        return tags, probs
+
     # ---- one example -----------------------------------------------------------------------
     def _run(self, sentence, aggregation_strategy="none", ignore_labels=None, stride=None,
              is_split_into_words=False, delimiter=None):

@@ -71,7 +71,11 @@ def test_sequence_classification_end_to_end(checkpoint, tmp_path):
     assert losses[-1] < 0.9 * losses[0], losses     # from ln 2 = 0.69 down
     assert results["eval_accuracy"] >= 0.75
     preds = [json.loads(l) for l in open(os.path.join(out, "predictions.jsonl"))]
-    assert len(preds) == 4 and all(p["prediction"] in ("positive", "negative") for p in preds)
+    assert len(preds) == 4 and all(p["label"] in ("positive", "negative") for p in preds)
+    assert [p["id"] for p in preds] == [2, 3, 4, 5]                 # no id column: the CSV line numbers
+    for p in preds:                                                 # the label is the best of the scores
+        assert p["scores"][0] == {"label": p["label"], "score": p["score"]}
+        assert abs(sum(s["score"] for s in p["scores"]) - 1) < 1e-6   # both labels: softmax sums to 1
     config = json.load(open(os.path.join(out, "config.json")))
     assert set(config["id2label"].values()) == {"positive", "negative"}
     # transformers loads the saved model and gives the same logits (float32: 1e-5)
@@ -140,8 +144,12 @@ def test_token_classification_end_to_end_on_wnut17(checkpoint, tmp_path):
     predicted = open(os.path.join(out, "predictions.conll")).read().strip().split("\n\n")
     dev = read_conll(os.path.join(DATA, "wnut17_dev_sample.conll"))
     assert len(predicted) == len(dev)
-    for block, (_, words, _) in zip(predicted, dev):
-        assert [line.split("\t")[0] for line in block.split("\n")] == words
+    records = [json.loads(l) for l in open(os.path.join(out, "predictions.jsonl"))]
+    assert [r["id"] for r in records] == [line for line, _, _ in dev]   # a sentence's id: its first line
+    for block, (_, words, _), record in zip(predicted, dev, records):
+        assert [line.split("\t")[0] for line in block.split("\n")] == words == record["words"]
+        assert [line.split("\t")[1] for line in block.split("\n")] == record["tags"]
+        assert len(record["scores"]) == len(words) and all(0 < s <= 1 for s in record["scores"])
 
 
 def test_token_labels_align_to_first_pieces(checkpoint):
@@ -149,11 +157,11 @@ def test_token_labels_align_to_first_pieces(checkpoint):
     tok = npbert.BertTokenizer.from_pretrained(checkpoint)
     words, tags = ["xylophonist", "the", "london"], ["B-person", "O", "B-location"]
     label2id = {"B-person": 0, "I-person": 1, "O": 2, "B-location": 3}
-    ex, word_ids = encode_words(words, tags, tok, 32, label2id)
+    [(ex, word_ids, span)] = encode_words(words, tags, tok, 32, label2id)
     firsts = [i for i, w in enumerate(word_ids) if w is not None and (i == 0 or word_ids[i - 1] != w)]
     assert [ex["labels"][i] for i in firsts] == [0, 2, 3]
     assert all(ex["labels"][i] == -100 for i in range(len(word_ids)) if i not in firsts)
-    ex_all, _ = encode_words(words, tags, tok, 32, label2id, label_all_tokens=True)
+    [(ex_all, _, _)] = encode_words(words, tags, tok, 32, label2id, label_all_tokens=True)
     n_pieces = word_ids.count(0)
     assert n_pieces > 1 and [ex_all["labels"][i] for i, w in enumerate(word_ids) if w == 0] == [0] + [1] * (n_pieces - 1)
 
