@@ -35,7 +35,8 @@ def add_arguments(parser):
     g.add_argument("--head_tokens", type=int, default=128, help="tokens kept from the start with head+tail")
     g.add_argument("--long_text", choices=("truncate", "chunks"), default="truncate",
                    help="chunks: encode every window of the text and pool them (BertForChunkedSequenceClassification)")
-    g.add_argument("--chunk_pooling", choices=CHUNK_POOLINGS, default="mean")
+    g.add_argument("--chunk_pooling", choices=CHUNK_POOLINGS, default="mean",
+                   help="how the windows' pooled outputs are fused with --long_text chunks")
     g.add_argument("--chunk_stride", type=int, default=None, help="tokens between window starts (default: no overlap)")
     g.add_argument("--max_chunks", type=int, default=None, help="windows kept per text (default: all)")
     return parser
