@@ -188,7 +188,7 @@ def record_maker(args, task, model, tokenizer, fmt):
         return classify
     if task == "token-classification":
         pipe = npbert.pipeline(task, model=model, tokenizer=tokenizer)
-        stride = args.stride if args.stride is not None else (args.max_seq_length - 2) // 2
+        stride = args.stride if args.stride is not None else (pipe.max_length - 2) // 2
 
         def tag(ex_id, example):
             if isinstance(example, list):                      # CoNLL words: a tag per word
