@@ -13,7 +13,6 @@ command line, or NPBERT_DEBUG=1) shows the Python traceback instead.
 
 Exit status: 0 success, 1 a failure the command reports, 2 a usage error, 130 interrupted.
 """
-import argparse
 import importlib
 import os
 import sys

@@ -26,19 +26,24 @@ def add_parser(commands):
     p.add_argument("--do_lower_case", type=_bool, default=True, help="lower-case the text and strip accents")
     p.add_argument("--do_whole_word_mask", type=_bool, default=False,
                    help="mask all the WordPieces of a word together (Google's whole word masking)")
-    p.add_argument("--max_seq_length", type=positive_int, default=128,
-                   help="tokens per instance, [CLS] and the two [SEP] included (the model must have at least as many "
-                        "max_position_embeddings)")
-    p.add_argument("--max_predictions_per_seq", type=positive_int, default=20,
-                   help="masked positions per instance at most")
-    p.add_argument("--random_seed", type=non_negative_int, default=12345,
-                   help="seed of the document shuffling, the random next sentences and the masks")
-    p.add_argument("--dupe_factor", type=positive_int, default=10,
-                   help="times the input is turned into instances, each time with other masks")
-    p.add_argument("--masked_lm_prob", type=float, default=0.15, help="fraction of the tokens masked")
-    p.add_argument("--short_seq_prob", type=float, default=0.1,
-                   help="probability of an instance shorter than max_seq_length (to train on short inputs too)")
+    add_instance_arguments(p, dupe_factor=10)
     p.set_defaults(run=run)
+
+
+def add_instance_arguments(group, dupe_factor):
+    """Google's flags that shape the instances (also `npbert pretrain`'s, for a text corpus)."""
+    group.add_argument("--max_seq_length", type=positive_int, default=128,
+                       help="tokens per instance, [CLS] and the two [SEP] included (the model needs at least as many "
+                            "max_position_embeddings)")
+    group.add_argument("--max_predictions_per_seq", type=positive_int, default=20,
+                       help="masked positions per instance at most")
+    group.add_argument("--random_seed", type=non_negative_int, default=12345,
+                       help="seed of the document shuffling, the random next sentences and the masks")
+    group.add_argument("--dupe_factor", type=positive_int, default=dupe_factor,
+                       help="times the input is turned into instances, each time with other masks")
+    group.add_argument("--masked_lm_prob", type=float, default=0.15, help="fraction of the tokens masked")
+    group.add_argument("--short_seq_prob", type=float, default=0.1,
+                       help="probability of an instance shorter than max_seq_length (to train on short inputs too)")
 
 
 def expand_inputs(pattern):

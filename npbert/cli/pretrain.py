@@ -9,7 +9,8 @@ run_mlm.py); the next-sentence pairs stay those of the instances.
 import os
 import sys
 
-from npbert.cli.common import CliError, add_training_arguments, non_negative_int, positive_int, training_arguments
+from npbert.cli.common import CliError, add_training_arguments, non_negative_int, training_arguments
+from npbert.cli.create_pretraining_data import add_instance_arguments
 
 
 def add_parser(commands):
@@ -32,18 +33,9 @@ def add_parser(commands):
     p.add_argument("--resume_from_checkpoint", nargs="?", const=True, default=None, metavar="DIR",
                    help="continue from DIR, or from the latest checkpoint in --output_dir")
     data = p.add_argument_group("instances from a text corpus (create-pretraining-data's flags)")
-    data.add_argument("--max_seq_length", type=positive_int, default=128, help="tokens per instance")
-    data.add_argument("--max_predictions_per_seq", type=positive_int, default=20,
-                      help="masked positions per instance at most")
-    data.add_argument("--dupe_factor", type=positive_int, default=5,
-                      help="times the corpus is turned into instances, each time with other masks")
-    data.add_argument("--masked_lm_prob", type=float, default=0.15, help="fraction of the tokens masked")
-    data.add_argument("--short_seq_prob", type=float, default=0.1,
-                      help="probability of an instance shorter than max_seq_length")
+    add_instance_arguments(data, dupe_factor=5)
     data.add_argument("--do_whole_word_mask", action="store_true",
                       help="mask all the WordPieces of a word together")
-    data.add_argument("--random_seed", type=non_negative_int, default=12345,
-                      help="seed of the instances (documents, next sentences, masks)")
     add_training_arguments(p, per_device_train_batch_size=32, learning_rate=1e-4, weight_decay=0.01,
                            warmup_ratio=0.01, logging_steps=10, save_steps=500)
     p.set_defaults(run=run)

@@ -29,6 +29,7 @@ import numpy as np
 
 from npbert.modeling import BertForTokenClassification
 from npbert.pipelines.base import Pipeline, softmax
+from npbert.tasks.records import tag_parts as get_tag
 from npbert.tasks.windows import overflow_windows
 
 AGGREGATIONS = ("none", "simple", "first", "average", "max")
@@ -47,15 +48,6 @@ def wordpiece_decode(tokens):
             token = token.replace(dirty, clean)
         out.append(token)
     return "".join(out)
-
-
-def get_tag(entity_name):
-    """("B" or "I", type): B-X and I-X by their prefix; a tag without one continues (I)."""
-    if entity_name.startswith("B-"):
-        return "B", entity_name[2:]
-    if entity_name.startswith("I-"):
-        return "I", entity_name[2:]
-    return "I", entity_name
 
 
 class TokenClassificationPipeline(Pipeline):

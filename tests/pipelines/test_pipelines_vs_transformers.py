@@ -8,7 +8,6 @@ initialisation so that scores are far apart: near-equal scores would make an arg
 tag or an order, depend on round-off.  Compared: the same keys, labels, tags, words, character
 spans and order; scores within 1e-5 (float32, torch vs NumPy).
 """
-import os
 import warnings
 
 import numpy as np
@@ -58,15 +57,20 @@ def draw_head(model, names, scale, seed):
     return model
 
 
+def tiny_vocab(root):
+    """(tokenizer limited to 32 tokens, the config fields of a tiny model for it) in `root`."""
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS)) + list(".,;!?'-") + PIECES
+    (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    return npbert.BertTokenizer(str(root / "vocab.txt"), model_max_length=32), dict(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=64)
+
+
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
     """{name: directory} of checkpoints npbert saved."""
     root = tmp_path_factory.mktemp("pipes")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS)) + list(".,;!?'-") + PIECES
-    (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    tok = npbert.BertTokenizer(str(root / "vocab.txt"), model_max_length=32)
-    base = dict(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                intermediate_size=64, max_position_embeddings=64)
+    tok, base = tiny_vocab(root)
     made = {}
 
     def save(name, model, tokenizer=tok):

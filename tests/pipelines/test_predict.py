@@ -7,7 +7,6 @@ id, the label and its score, the top scores, the spans; the numbers within 1e-5 
 """
 import io
 import json
-import os
 import warnings
 
 import numpy as np
@@ -16,7 +15,7 @@ import pytest
 import npbert
 from npbert import cli
 from pipelines.make_qa_fixture import FIXTURE, build_checkpoints
-from pipelines.test_pipelines_vs_transformers import LABELS, LONG, PIECES, TEXTS, WORDS
+from pipelines.test_pipelines_vs_transformers import LABELS, LONG, TEXTS, tiny_vocab
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("torch")
@@ -27,11 +26,8 @@ SCORE_TOL = 1e-5        # float32 probabilities, torch vs NumPy
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("predict")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS)) + list(".,;!?'-") + PIECES
-    (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    tok = npbert.BertTokenizer(str(root / "vocab.txt"), model_max_length=32)
-    base = dict(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                intermediate_size=64, max_position_embeddings=64, initializer_range=0.3)
+    tok, base = tiny_vocab(root)
+    base["initializer_range"] = 0.3                   # scores far apart: no argmax decided by round-off
     made = {}
     for name, model in (
             ("clf", npbert.BertForSequenceClassification(

@@ -10,7 +10,6 @@ top_k, handle_impossible_answer across windows, max_answer_len, align_to_words, 
 answers) and compares: the same answers, characters and order, scores within 1e-5.
 """
 import json
-import os
 
 import pytest
 
