@@ -293,6 +293,7 @@ def run(args):
             progress.update(k + 1)
     except ValueError as e:
         raise CliError(str(e)) from None
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     with atomic_write(args.output, "w") as f:
         write_records(f, records)
     print(f"wrote {args.output}: {len(records)} predictions")
