@@ -16,7 +16,7 @@ initialisation does not change them), the QA head scaled up so that the span sco
 apart (near-equal scores would make the order depend on round-off) and reading a direction
 that only [CLS] and the question carry (so that the null answer wins some questions), saved with npbert's
 save_pretrained.  The fixture records the SHA-256 of each checkpoint's files, the inputs, the
-keywords and transformers' answers; tests/pipelines/test_question_answering.py rebuilds the
+keywords and transformers' answers; tests/pipelines/test_qa_pipeline_vs_4_57.py rebuilds the
 checkpoints, checks the hashes and compares npbert's answers with these.
 """
 import argparse
