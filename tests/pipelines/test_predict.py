@@ -2,7 +2,7 @@
 
 Text classification (a CSV with ids), token classification (text lines read in overlapping
 windows, and CoNLL words), fill-mask against transformers 5.x's pipelines; question answering
-against the transformers 4.57 fixture of test_question_answering.py.  Records: the example's
+against the transformers 4.57 fixture of test_qa_pipeline_vs_4_57.py.  Records: the example's
 id, the label and its score, the top scores, the spans; the numbers within 1e-5 (float32).
 """
 import io
