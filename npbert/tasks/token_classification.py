@@ -48,10 +48,18 @@ def piece_ids(words, tokenizer):
     return ids, word_ids
 
 
-def encode_words(words, tags, tokenizer, max_seq_length, label2id, label_all_tokens=False, stride=None):
-    """[(example dict, word_ids, (start, stop))]: one per window of the sentence, [CLS] pieces
-    [SEP]; word_ids maps each position to its word (None for [CLS]/[SEP]); labels as described
-    above.  `stride`: pieces two windows share (default half a window)."""
+def encode_words(words, tags, tokenizer, max_seq_length, label2id, label_all_tokens=False):
+    """(example dict, word_ids) of a sentence that fits one window: [CLS] pieces [SEP], word_ids
+    mapping each position to its word (None for [CLS]/[SEP]), labels as described above.  A
+    longer sentence gives its first window here; encode_windows gives them all."""
+    example, word_ids, _ = encode_windows(words, tags, tokenizer, max_seq_length, label2id, label_all_tokens)[0]
+    return example, word_ids
+
+
+def encode_windows(words, tags, tokenizer, max_seq_length, label2id, label_all_tokens=False, stride=None):
+    """[(example dict, word_ids, (start, stop))]: one per window of the sentence, as encode_words
+    builds it; (start, stop) are the window's pieces among the sentence's.  `stride`: pieces two
+    windows share (default half a window)."""
     ids, word_of = piece_ids(words, tokenizer)
     M = max_seq_length - 2
     if M < 1:
@@ -129,8 +137,8 @@ def load_task(args, tokenizer, config=None):
             for t in tags if with_labels else ():
                 if t not in label2id:
                     raise ValueError(f"{path}:{line}: tag {t!r} does not occur in {label_source}")
-            windows = encode_words(words, tags if with_labels else None, tokenizer, max_seq_length, label2id,
-                                   all_tokens, stride)
+            windows = encode_windows(words, tags if with_labels else None, tokenizer, max_seq_length, label2id,
+                                     all_tokens, stride)
             first = len(examples)
             examples += [ex for ex, _, _ in windows]
             meta.append((line, words, tags, piece_ids(words, tokenizer)[1], [span for _, _, span in windows],

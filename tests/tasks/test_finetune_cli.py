@@ -157,11 +157,11 @@ def test_token_labels_align_to_first_pieces(checkpoint):
     tok = npbert.BertTokenizer.from_pretrained(checkpoint)
     words, tags = ["xylophonist", "the", "london"], ["B-person", "O", "B-location"]
     label2id = {"B-person": 0, "I-person": 1, "O": 2, "B-location": 3}
-    [(ex, word_ids, span)] = encode_words(words, tags, tok, 32, label2id)
+    ex, word_ids = encode_words(words, tags, tok, 32, label2id)
     firsts = [i for i, w in enumerate(word_ids) if w is not None and (i == 0 or word_ids[i - 1] != w)]
     assert [ex["labels"][i] for i in firsts] == [0, 2, 3]
     assert all(ex["labels"][i] == -100 for i in range(len(word_ids)) if i not in firsts)
-    [(ex_all, _, _)] = encode_words(words, tags, tok, 32, label2id, label_all_tokens=True)
+    ex_all, _ = encode_words(words, tags, tok, 32, label2id, label_all_tokens=True)
     n_pieces = word_ids.count(0)
     assert n_pieces > 1 and [ex_all["labels"][i] for i, w in enumerate(word_ids) if w == 0] == [0] + [1] * (n_pieces - 1)
 
@@ -242,3 +242,47 @@ def test_correlations():
     assert metrics.pearsonr(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1])
     # ranks with ties: x -> [1, 2.5, 2.5, 5, 4], y -> [2, 1, 3.5, 3.5, 5]
     assert metrics.spearmanr(x, y) == pytest.approx(np.corrcoef([1, 2.5, 2.5, 5, 4], [2, 1, 3.5, 3.5, 5])[0, 1])
+
+
+def test_long_sentences_are_read_in_windows_and_every_word_is_tagged(checkpoint, tmp_path):
+    """A sentence three windows long (max_seq_length 16): training reads every window; logits
+    that put each window's labels right give every word of the sentence its tag back, in the
+    metrics (over all words) and in the predictions (issue 23, 11: words past the first window
+    used to be tagged O)."""
+    import argparse
+    from npbert.tasks import token_classification as tc
+    tok = npbert.BertTokenizer.from_pretrained(checkpoint)
+    sentences = read_conll(os.path.join(DATA, "wnut17_train_sample.conll"))
+    words = [w for _, ws, _ in sentences[:6] for w in ws]
+    tags = [t for _, _, ts in sentences[:6] for t in ts]
+    path = tmp_path / "long.conll"
+    path.write_text("".join(f"{w}\t{t}\n" for w, t in zip(words, tags)))
+    task = tc.load_task(argparse.Namespace(train_file=str(path), validation_file=str(path), test_file=str(path),
+                                           max_seq_length=16, stride=4), tok)
+    n_windows = len(task.train_dataset)
+    assert n_windows >= 3 and len(task.eval_dataset) == len(task.test_dataset) == n_windows
+    assert task.num_examples == {"train": 1, "eval": 1, "test": 1} and task.notes
+    label_list = [task.config_overrides["id2label"][i] for i in range(task.config_overrides["num_labels"])]
+    # every word's first piece carries its tag in at least one window
+    ids, word_of = tc.piece_ids(words, tok)
+    labelled = set()
+    for ex, (start, stop) in zip(task.train_dataset, tc.overflow_windows(len(ids), 14, 4)):
+        for pos, label in enumerate(ex["labels"]):
+            if label != -100:
+                w = word_of[start + pos - 1]
+                assert label_list[label] == tags[w]
+                labelled.add(w)
+    assert labelled == set(range(len(words)))
+    # logits that are right in every window (K = the labels), and 0 elsewhere
+    T = max(len(ex["input_ids"]) for ex in task.eval_dataset)
+    logits = np.zeros((n_windows, T, len(label_list)))
+    for k, (ex, (start, stop)) in enumerate(zip(task.eval_dataset, tc.overflow_windows(len(ids), 14, 4))):
+        for pos in range(1, len(ex["input_ids"]) - 1):
+            logits[k, pos, label_list.index(tags[word_of[start + pos - 1]])] = 10.0
+    metrics = task.compute_metrics(argparse.Namespace(predictions=logits, label_ids=None))
+    assert metrics["accuracy"] == 1.0 and metrics["f1"] == 1.0
+    task.write_predictions(argparse.Namespace(predictions=logits), str(tmp_path / "predictions.jsonl"))
+    [record] = [json.loads(line) for line in open(tmp_path / "predictions.jsonl")]
+    assert record["words"] == words and record["tags"] == tags
+    conll = open(tmp_path / "predictions.conll").read().split("\n")
+    assert [line.split("\t")[1] for line in conll if line] == tags
