@@ -44,7 +44,7 @@ PREDICTIONS = "predictions.jsonl"
 # Defaults per task, used when the flag is not given.  Measured with all-MiniLM-L6-v2 on the
 # shipped data (docs/finetuning.md has the commands and the figures).
 TASK_DEFAULTS = {
-    "sequence-classification": dict(learning_rate=1e-4, num_train_epochs=3.0, per_device_train_batch_size=16,
+    "sequence-classification": dict(learning_rate=1e-4, num_train_epochs=5.0, per_device_train_batch_size=16,
                                     max_seq_length=128),
     "token-classification": dict(learning_rate=3e-4, num_train_epochs=3.0, per_device_train_batch_size=16,
                                  max_seq_length=128),
