@@ -10,13 +10,14 @@ from npbert.modeling import (BertForMaskedLM, BertForMultipleChoice, BertForNext
                              BertForTokenClassification, BertLMHeadModel, BertModel, BertPreTrainedModel,
                              no_grad)
 from npbert.tokenization import BertTokenizer
+from npbert.pipelines import pipeline
 
 from npbert import optim, training, data  # noqa: E402  (npbert.optim.AdamW, npbert.training.Trainer, ...)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "get_path", "set_path", "using_path", "BertConfig", "BertTokenizer", "no_grad", "BertModel", "BertPreTrainedModel", "BertForPreTraining",
+    "get_path", "set_path", "using_path", "pipeline", "BertConfig", "BertTokenizer", "no_grad", "BertModel", "BertPreTrainedModel", "BertForPreTraining",
     "BertForMaskedLM", "BertForNextSentencePrediction", "BertLMHeadModel", "BertForSequenceClassification",
     "BertForTokenClassification", "BertForMultipleChoice", "BertForQuestionAnswering",
 ]

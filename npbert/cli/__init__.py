@@ -4,13 +4,20 @@ Each module in COMMANDS has `add_parser(subparsers)`, which registers its subcom
 `run=<function(args) -> exit status>` as the parser's default.  A command module keeps its
 heavy imports inside its functions, so that `npbert --help` stays fast.
 
-Exit status: 0 success, 1 a failure the command reports, 2 a usage error.
+Every help page shows each flag's default (HelpFormatter).  An error is one line on stderr,
+
+    npbert finetune: error: --train_file data/train.csv:14: label 'nan' is not a class ...
+
+naming what was wrong (the file and line, the flag, the field); `--debug` (anywhere on the
+command line, or NPBERT_DEBUG=1) shows the Python traceback instead.
+
+Exit status: 0 success, 1 a failure the command reports, 2 a usage error, 130 interrupted.
 """
-import argparse
 import importlib
+import os
 import sys
 
-from npbert.cli.common import CliError
+from npbert.cli.common import CliError, HelpFormatter, OneLineErrorParser, one_line
 
 # The commands, in the order `npbert --help` lists them: module names under npbert/cli/.
 COMMANDS = [
@@ -21,18 +28,21 @@ COMMANDS = [
     "pretrain",
     "fill_mask",
     "finetune",
+    "predict",
     "attention",
     "embed",
 ]
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="npbert",
+    parser = OneLineErrorParser(
+        prog="npbert", formatter_class=HelpFormatter,
         description="npbert: a NumPy-only reference implementation of BERT (forward and hand-written backward).",
-        epilog="Run `npbert explain` for a walk through one sentence; docs/index.md is the read-along.")
+        epilog="Run `npbert explain` for a walk through one sentence; docs/index.md is the read-along. "
+               "Add --debug to any command to see the Python traceback of an error.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--debug", action="store_true", help="on an error, show the Python traceback")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineErrorParser)
     for name in COMMANDS:
         importlib.import_module(f"npbert.cli.{name}").add_parser(commands)
     return parser
@@ -40,8 +50,11 @@ def build_parser():
 
 def main(argv=None):
     """Entry point of the `npbert` console script and of `python -m npbert`.  Returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("NPBERT_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]           # accepted before or after the command
     parser = build_parser()
-    args = parser.parse_args(argv)           # unknown commands and options: a message and exit status 2
+    args = parser.parse_args(argv)           # unknown commands and options: one line and exit status 2
     if args.version:
         from npbert import __version__
         print(f"npbert {__version__}")
@@ -50,8 +63,22 @@ def main(argv=None):
         parser.print_help(sys.stderr)
         print("\nnpbert: error: a command is required (e.g. `npbert explain`)", file=sys.stderr)
         return 2
+    where = f"npbert {args.command}"
     try:
         return args.run(args)
     except CliError as e:
-        print(f"npbert {args.command}: error: {e}", file=sys.stderr)
+        if debug:
+            raise
+        print(f"{where}: error: {one_line(str(e), limit=None)}", file=sys.stderr)
         return e.status
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"{where}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:                          # a problem the command did not foresee: still one line
+        if debug:
+            raise
+        print(f"{where}: error: {type(e).__name__}: {one_line(str(e))} (run with --debug for the traceback)",
+              file=sys.stderr)
+        return 1

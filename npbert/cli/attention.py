@@ -1,8 +1,10 @@
-"""`npbert attention`: the attention maps of a sentence as a picture (layers x heads, or one head)."""
-import os
+"""`npbert attention`: the attention maps of a sentence as a picture (layers x heads, or one head),
+with a colour bar, labels that do not overlap, and a CJK font when the text needs one
+(npbert/training/attention_picture.py)."""
+import sys
 import warnings
 
-from npbert.cli.common import CliError, non_negative_int
+from npbert.cli.common import CliError, load_checkpoint, load_tokenizer, non_negative_int, one_line
 
 
 def add_parser(commands):
@@ -11,11 +13,11 @@ def add_parser(commands):
                                         "grid of every layer and head, or one head large with --layer and --head. "
                                         "Needs matplotlib (pip install npbert[plot]).")
     p.add_argument("--model", required=True, metavar="DIR", help="a checkpoint directory with vocab.txt")
-    p.add_argument("--text", required=True)
-    p.add_argument("--text_pair", help="a second segment")
-    p.add_argument("--layer", type=non_negative_int)
-    p.add_argument("--head", type=non_negative_int)
-    p.add_argument("--output", default="attention.png", help="the PNG to write (default attention.png)")
+    p.add_argument("--text", required=True, help="the sentence to draw")
+    p.add_argument("--text_pair", help="a second segment ([SEP] between the two)")
+    p.add_argument("--layer", type=non_negative_int, help="draw one layer's head large (with --head)")
+    p.add_argument("--head", type=non_negative_int, help="the head to draw large (with --layer)")
+    p.add_argument("--output", default="attention.png", help="the PNG to write")
     p.set_defaults(run=run)
 
 
@@ -26,24 +28,26 @@ def run(args):
         raise CliError("drawing needs matplotlib: pip install matplotlib (or pip install npbert[plot])")
     if (args.layer is None) != (args.head is None):
         raise CliError("give both --layer and --head (one head), or neither (the grid)")
-    if not os.path.isdir(args.model):
-        raise CliError(f"--model {args.model}: not a directory")
-    try:
-        tokenizer = npbert.BertTokenizer.from_pretrained(args.model)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")              # a head model's unused weights
-            model = npbert.BertModel.from_pretrained(args.model)
-    except (OSError, ValueError, KeyError) as e:
-        raise CliError(f"--model {args.model}: {e}") from None
+    model = load_checkpoint(npbert.BertModel, args.model)
+    tokenizer = load_tokenizer(args.model)
     L, N = model.config.num_hidden_layers, model.config.num_attention_heads
     if args.layer is not None and not (args.layer < L and args.head < N):
-        raise CliError(f"the model has layers 0..{L - 1} and heads 0..{N - 1}")
-    enc = tokenizer(args.text, args.text_pair, truncation=True, max_length=model.config.max_position_embeddings,
-                    return_tensors="np")
+        raise CliError(f"--layer {args.layer} --head {args.head}: the model has layers 0..{L - 1} and heads "
+                       f"0..{N - 1}")
+    limit = model.config.max_position_embeddings
+    enc = tokenizer(args.text, args.text_pair, truncation=True, max_length=limit, return_tensors="np")
+    full = len(tokenizer(args.text, args.text_pair)["input_ids"])
+    if full > limit:
+        print(f"note: the text is {full} tokens long; the model takes {limit} (max_position_embeddings): the "
+              f"picture shows the first {limit}", file=sys.stderr)
     with npbert.no_grad():
         out = model(input_ids=enc["input_ids"], token_type_ids=enc["token_type_ids"], output_attentions=True)
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist())
-    path = plot_attention(out.attentions, tokens, args.output, title=args.text, layer=args.layer, head=args.head)
-    print(f"wrote {path}: {'layer %d head %d' % (args.layer, args.head) if args.layer is not None else f'{L} layers x {N} heads'}, "
-          f"{len(tokens)} tokens")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        path = plot_attention(out.attentions, tokens, args.output, title=args.text, layer=args.layer, head=args.head)
+    for w in caught:
+        print(f"note: {one_line(w.message)}", file=sys.stderr)
+    what = f"layer {args.layer} head {args.head}" if args.layer is not None else f"{L} layers x {N} heads"
+    print(f"wrote {path}: {what}, {len(tokens)} tokens")
     return 0

@@ -1,5 +1,7 @@
-"""What every `npbert` command shares: the error a user can fix, argparse value types, the
-TrainingArguments flags, and the frame of a training command (`training_run`)."""
+"""What every `npbert` command shares: the error a user can fix, one-line errors, help pages
+that show defaults, argparse value types, the training flags, the frame of a training command
+(`training_run`), and loading a checkpoint so that what is wrong with it is said (a random
+head, a length the model cannot take)."""
 import argparse
 import contextlib
 import shlex
@@ -12,6 +14,39 @@ class CliError(Exception):
     def __init__(self, message, status=1):
         super().__init__(message)
         self.status = status
+
+
+def one_line(text, limit=600):
+    """A message on one line: its lines joined with "; ", cut at `limit` characters (None: not
+    cut, for npbert's own messages, which may end with a command to copy)."""
+    parts = [p.strip() for p in str(text).splitlines() if p.strip()]
+    text = "; ".join(parts)
+    return text if limit is None or len(text) <= limit else text[:limit - 5] + " ..."
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written (the format lists of finetune / predict keep their lines), and
+    every option's default at the end of its help: "(default: 128)"."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if ("%(default)" in text or "default" in text.lower() or not action.option_strings
+                or default in (None, False, argparse.SUPPRESS) or isinstance(action, argparse._StoreTrueAction)):
+            return text
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (not the whole usage, which for finetune is a page),
+    and HelpFormatter for every subcommand."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
 
 def non_negative_int(text):
@@ -43,9 +78,51 @@ def _bool(text):
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def add_training_arguments(parser, **defaults):
+# What each TrainingArguments field does (transformers' meanings), for the help pages.
+TRAINING_HELP = {
+    "num_train_epochs": "passes over the training data (a fraction is allowed)",
+    "max_steps": "optimizer steps; > 0 overrides num_train_epochs",
+    "per_device_train_batch_size": "training examples per step (per process under mpiexec)",
+    "per_device_eval_batch_size": "examples per evaluation / prediction batch",
+    "gradient_accumulation_steps": "micro-batches summed into one optimizer step",
+    "learning_rate": "the peak learning rate of the schedule",
+    "weight_decay": "decoupled weight decay (AdamW); biases and LayerNorm weights get none",
+    "adam_beta1": "Adam's beta1", "adam_beta2": "Adam's beta2", "adam_epsilon": "Adam's epsilon",
+    "max_grad_norm": "clip the gradients' global L2 norm to this (0: no clipping)",
+    "lr_scheduler_type": "the learning-rate schedule (linear, cosine, constant, ...)",
+    "lr_scheduler_kwargs": "extra schedule arguments, as JSON",
+    "warmup_ratio": "fraction of the steps spent warming the learning rate up from 0",
+    "warmup_steps": "warm-up steps (overrides warmup_ratio when > 0)",
+    "logging_steps": "log the mean training loss every N steps (a value < 1: a fraction of the run)",
+    "logging_first_step": "log the first step too",
+    "eval_strategy": "when to evaluate: no, steps (every eval_steps) or epoch",
+    "eval_steps": "evaluate every N steps with eval_strategy steps (default: logging_steps)",
+    "save_strategy": "when to save a checkpoint-N directory: no, steps or epoch",
+    "save_steps": "save every N steps with save_strategy steps",
+    "save_total_limit": "keep at most this many checkpoint-N directories (the best one is kept as well)",
+    "load_best_model_at_end": "after training, load the checkpoint with the best metric_for_best_model",
+    "metric_for_best_model": "the metric that picks the best checkpoint (e.g. f1, accuracy, loss)",
+    "greater_is_better": "whether a larger metric_for_best_model is better (default: by its name)",
+    "seed": "seed of the shuffling, the dropout and the fresh head's initialisation",
+    "optim": "the optimizer: adamw, adam, adam_weight_decay (Google's) or bert_adam",
+    "dataloader_drop_last": "drop the last incomplete batch of an epoch",
+    "label_names": "the batch keys holding the labels (comma-separated)",
+    "layerwise_lr_decay": "multiply the learning rate by this per layer downwards (Sun et al. 2019)",
+    "head_learning_rate": "the learning rate of the task head (default: learning_rate)",
+    "early_stopping_patience": "stop after this many evaluations without improvement",
+    "early_stopping_threshold": "the improvement that counts for early stopping",
+    "plot": "draw training_curves.png (needs matplotlib)",
+    "overwrite_output_dir": "start over in an --output_dir that holds another run's checkpoints or model "
+                            "(its checkpoints are removed)",
+    "ignore_changed_args": "resume even though a flag that changes the result (seed, learning_rate, ...) "
+                           "differs from the checkpoint's",
+}
+
+
+def add_training_arguments(parser, help_overrides=None, **defaults):
     """Every TrainingArguments field as `--name value` (transformers' HfArgumentParser style),
-    with `defaults` replacing the dataclass defaults; output_dir is left to the command."""
+    with `defaults` replacing the dataclass defaults; output_dir is left to the command.
+    `help_overrides`: {field: help text} where a command says more (e.g. per-task defaults)."""
     import dataclasses
     import json
 
@@ -61,16 +138,8 @@ def add_training_arguments(parser, **defaults):
         if f.name in ("logging_steps", "eval_steps", "save_steps", "num_train_epochs", "learning_rate"):
             kind = float
         extra = {"nargs": "?", "const": True} if kind is _bool else {}    # `--flag` alone means true
-        group.add_argument(f"--{f.name}", type=kind, default=default, metavar=f.name.upper(),
-                           help=_FLAG_HELP.get(f.name, "") + f"(default {default!r})", **extra)
-
-
-_FLAG_HELP = {
-    "overwrite_output_dir": "start over in an --output_dir that holds another run's checkpoints or model "
-                            "(its checkpoints are removed) ",
-    "ignore_changed_args": "resume even though a flag that changes the result (seed, learning_rate, ...) "
-                           "differs from the checkpoint's ",
-}
+        text = (help_overrides or {}).get(f.name) or TRAINING_HELP.get(f.name, f"TrainingArguments.{f.name}")
+        group.add_argument(f"--{f.name}", type=kind, default=default, metavar=f.name.upper(), help=text, **extra)
 
 
 def training_arguments(args, output_dir, **overrides):
@@ -137,3 +206,83 @@ def training_run(command, output_dir, overwrite_output_dir=False, resume_from_ch
         if e.errno is None:
             raise
         raise CliError(f"{e.strerror or e} (errno {e.errno}){': ' + str(e.filename) if e.filename else ''}") from None
+
+
+# ---- checkpoints -------------------------------------------------------------------------------
+def read_model_config(path, flag="--model"):
+    """The BertConfig of a checkpoint directory; a CliError naming the flag when there is none."""
+    import os
+
+    from npbert.config import BertConfig
+    if not os.path.isdir(path):
+        raise CliError(f"{flag} {path}: not a directory (a checkpoint directory holds config.json, the weights "
+                       "and vocab.txt)")
+    try:
+        return BertConfig.from_pretrained(path)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CliError(f"{flag} {path}: {e}") from None
+
+
+def resolve_max_seq_length(value, config, flag="--max_seq_length", default=128, where=""):
+    """The sequence length to use.  Given (`value` not None): it must fit the model's
+    max_position_embeddings, else a CliError.  Not given: min(default, the model's limit), as
+    transformers' run_glue.py does, with a note when the model's limit is the smaller."""
+    limit = int(config.max_position_embeddings)
+    if value is not None:
+        if value > limit:
+            raise CliError(f"{flag} {value} is more than the model{where} takes: its max_position_embeddings is "
+                           f"{limit}; use {flag} {limit} or less")
+        return value
+    if default > limit:
+        print(f"note: the model{where} takes at most {limit} tokens (max_position_embeddings): using "
+              f"{flag} {limit} instead of the default {default}", file=sys.stderr)
+        return limit
+    return default
+
+
+def load_checkpoint(model_class, path, flag="--model", dtype=None, require_trained=None, what=None, **overrides):
+    """`model_class.from_pretrained(path)`, its warnings ("not used", "newly initialized")
+    printed as notes, its errors a CliError naming the flag.  `require_trained`: a key prefix
+    (e.g. "cls.predictions.") that must come from the checkpoint, not be initialized fresh:
+    `what` then says what the command cannot do with a random one."""
+    import os
+    import warnings
+
+    import numpy as np
+    if not os.path.isdir(path):
+        raise CliError(f"{flag} {path}: not a directory (a checkpoint directory holds config.json, the weights "
+                       "and vocab.txt)")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = model_class.from_pretrained(path, dtype=np.float32 if dtype is None else dtype, **overrides)
+    except (OSError, ValueError, KeyError, TypeError, MemoryError) as e:
+        raise CliError(f"{flag} {path}: {e}") from None
+    if require_trained:
+        fresh = [k for k in missing_keys(model, path) if k.startswith(require_trained)]
+        if fresh:
+            raise CliError(f"{flag} {path}: the checkpoint has no trained {what or require_trained} "
+                           f"({', '.join(fresh[:3])}{' ...' if len(fresh) > 3 else ''} are not in it): its answers "
+                           f"would come from a randomly initialised head. Use a checkpoint saved with that head")
+    for w in caught:
+        print(f"note: {one_line(w.message, limit=400)}", file=sys.stderr)
+    return model
+
+
+def missing_keys(model, path):
+    """The parameters of `model` that the checkpoint at `path` does not hold (so were initialised
+    fresh when it was loaded), by npbert.io's name matching."""
+    from npbert import io
+    weights_file = io.find_weights_file(path)
+    expected = {name: tuple(p.shape) for name, p in model.named_parameters()}      # a tied weight once
+    result = io.match_state_dict(io.read_state_dict(weights_file), expected,
+                                 base_model_prefix=type(model).base_model_prefix)
+    return list(result.missing)
+
+
+def load_tokenizer(path, flag="--model", **kwargs):
+    import npbert
+    try:
+        return npbert.BertTokenizer.from_pretrained(path, **kwargs)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CliError(f"{flag} {path}: {e}") from None

@@ -18,18 +18,32 @@ def add_parser(commands):
                             description="google-research/bert's create_pretraining_data.py: input files hold one "
                                         "sentence a line and a blank line between documents; the instances' "
                                         "features go to one .h5 file that `npbert pretrain` reads.")
-    p.add_argument("--input_file", required=True, help="input text files, comma-separated (globs allowed)")
+    p.add_argument("--input_file", required=True,
+                   help="input text files, comma-separated (globs allowed): one sentence a line, a blank line between "
+                        "documents")
     p.add_argument("--output_file", required=True, help="the .h5 features file to write")
     p.add_argument("--vocab_file", required=True, help="vocab.txt (e.g. from `npbert build-vocab`)")
-    p.add_argument("--do_lower_case", type=_bool, default=True)
-    p.add_argument("--do_whole_word_mask", type=_bool, default=False)
-    p.add_argument("--max_seq_length", type=positive_int, default=128)
-    p.add_argument("--max_predictions_per_seq", type=positive_int, default=20)
-    p.add_argument("--random_seed", type=non_negative_int, default=12345)
-    p.add_argument("--dupe_factor", type=positive_int, default=10)
-    p.add_argument("--masked_lm_prob", type=float, default=0.15)
-    p.add_argument("--short_seq_prob", type=float, default=0.1)
+    p.add_argument("--do_lower_case", type=_bool, default=True, help="lower-case the text and strip accents")
+    p.add_argument("--do_whole_word_mask", type=_bool, default=False,
+                   help="mask all the WordPieces of a word together (Google's whole word masking)")
+    add_instance_arguments(p, dupe_factor=10)
     p.set_defaults(run=run)
+
+
+def add_instance_arguments(group, dupe_factor):
+    """Google's flags that shape the instances (also `npbert pretrain`'s, for a text corpus)."""
+    group.add_argument("--max_seq_length", type=positive_int, default=128,
+                       help="tokens per instance, [CLS] and the two [SEP] included (the model needs at least as many "
+                            "max_position_embeddings)")
+    group.add_argument("--max_predictions_per_seq", type=positive_int, default=20,
+                       help="masked positions per instance at most")
+    group.add_argument("--random_seed", type=non_negative_int, default=12345,
+                       help="seed of the document shuffling, the random next sentences and the masks")
+    group.add_argument("--dupe_factor", type=positive_int, default=dupe_factor,
+                       help="times the input is turned into instances, each time with other masks")
+    group.add_argument("--masked_lm_prob", type=float, default=0.15, help="fraction of the tokens masked")
+    group.add_argument("--short_seq_prob", type=float, default=0.1,
+                       help="probability of an instance shorter than max_seq_length (to train on short inputs too)")
 
 
 def expand_inputs(pattern):

@@ -28,13 +28,16 @@ def add_parser(commands):
     p.add_argument("--train_seconds", type=float, default=150.0,
                    help="time budget of the training (default 150): on a slow or busy machine max_steps is "
                         "lowered to fit it, from 3 timed steps; 0 for no limit")
-    p.add_argument("--vocab_size", type=positive_int, default=2000)
-    p.add_argument("--max_seq_length", type=positive_int, default=64)
-    p.add_argument("--batch_size", type=positive_int, default=32)
+    p.add_argument("--vocab_size", type=positive_int, default=2000, help="WordPiece vocabulary learned from the corpus")
+    p.add_argument("--max_seq_length", type=positive_int, default=64,
+                   help="tokens per pre-training instance (also the model's max_position_embeddings)")
+    p.add_argument("--batch_size", type=positive_int, default=32, help="instances per training step")
     p.add_argument("--learning_rate", type=float, default=1e-3, help="Adam(W) at 1e-3, as seed 003 trains from scratch")
-    p.add_argument("--model_size", choices=("tiny", "mini"), default="tiny")
+    p.add_argument("--model_size", choices=("tiny", "mini"), default="tiny",
+                   help="Google's sizes: tiny L2/H128, mini L4/H256")
     p.add_argument("--speeches", type=positive_int, default=None, help="use only the first N speeches (faster)")
-    p.add_argument("--seed", type=non_negative_int, default=0)
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="seed of the data, the initial weights, the masks and the dropout")
     p.set_defaults(run=run)
 
 

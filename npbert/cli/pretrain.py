@@ -13,7 +13,8 @@ and print the command that resumes (see docs/training.md, "Runs").
 import os
 import sys
 
-from npbert.cli.common import CliError, add_training_arguments, non_negative_int, positive_int, training_arguments
+from npbert.cli.common import CliError, add_training_arguments, non_negative_int, training_arguments
+from npbert.cli.create_pretraining_data import add_instance_arguments
 
 
 def add_parser(commands):
@@ -22,12 +23,12 @@ def add_parser(commands):
     p.add_argument("--train_file", required=True, help=".h5 features, or a text corpus")
     p.add_argument("--validation_file", help=".h5 features or a text corpus to evaluate MLM / NSP accuracy on")
     p.add_argument("--vocab_file", help="vocab.txt (needed for a text corpus; saved with the model)")
-    p.add_argument("--output_dir", required=True)
+    p.add_argument("--output_dir", required=True, help="where the model, vocab.txt and checkpoints go")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--model_size", choices=("tiny", "mini", "small", "medium", "base"), default="tiny",
                       help="Google's sizes: tiny L2/H128, mini L4/H256, small L4/H512, medium L8/H512, base L12/H768")
     size.add_argument("--config", help="a config.json instead of --model_size")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="the dtype to train in")
     p.add_argument("--model_seed", type=non_negative_int, default=0, help="seed of the initial weights")
     p.add_argument("--dynamic_masking", action="store_true", help="new masks every batch (collator)")
     p.add_argument("--gather_masked_lm", type=lambda s: s.lower() in ("1", "true", "yes"), default=True,
@@ -36,13 +37,9 @@ def add_parser(commands):
     p.add_argument("--resume_from_checkpoint", nargs="?", const=True, default=None, metavar="DIR",
                    help="continue from DIR, or from the latest checkpoint in --output_dir")
     data = p.add_argument_group("instances from a text corpus (create-pretraining-data's flags)")
-    data.add_argument("--max_seq_length", type=positive_int, default=128)
-    data.add_argument("--max_predictions_per_seq", type=positive_int, default=20)
-    data.add_argument("--dupe_factor", type=positive_int, default=5)
-    data.add_argument("--masked_lm_prob", type=float, default=0.15)
-    data.add_argument("--short_seq_prob", type=float, default=0.1)
-    data.add_argument("--do_whole_word_mask", action="store_true")
-    data.add_argument("--random_seed", type=non_negative_int, default=12345)
+    add_instance_arguments(data, dupe_factor=5)
+    data.add_argument("--do_whole_word_mask", action="store_true",
+                      help="mask all the WordPieces of a word together")
     add_training_arguments(p, per_device_train_batch_size=32, learning_rate=1e-4, weight_decay=0.01,
                            warmup_ratio=0.01, logging_steps=10, save_steps=500)
     p.set_defaults(run=run)

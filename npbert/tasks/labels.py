@@ -69,15 +69,15 @@ def number_name(x):
 
 
 class LabelSet:
-    def __init__(self, problem_type, names, kind):
-        self.problem_type, self.names, self.kind = problem_type, names, kind
+    def __init__(self, problem_type, names, kind, source="the training file"):
+        self.problem_type, self.names, self.kind, self.source = problem_type, names, kind, source
         self.label2id = {n: i for i, n in enumerate(names)} if names is not None else None
 
     def _name(self, value, path, line):
         kind, parsed = parse_label(value, path, line)
         if kind != self.kind:
-            raise ValueError(f"{_where(path, line)}: the label {value!r} is a {kind}; the training file's labels "
-                             f"are {self.kind}s")
+            whose = "the training file's" if self.source == "the training file" else f"{self.source}:"
+            raise ValueError(f"{_where(path, line)}: the label {value!r} is a {kind}; {whose} labels are {self.kind}s")
         return number_name(parsed) if kind == "number" else str(parsed)
 
     def encode(self, value, path, line):
@@ -95,7 +95,7 @@ class LabelSet:
             for x in value:
                 name = self._name(x, path, line)
                 if name not in self.label2id:
-                    raise ValueError(f"{where}: label {x!r} does not occur in the training file")
+                    raise ValueError(f"{where}: label {x!r} does not occur in {self.source}")
                 vec[self.label2id[name]] = 1.0
             return vec.tolist()
         if isinstance(value, list):
@@ -103,7 +103,7 @@ class LabelSet:
         name = self._name(value, path, line)
         if name not in self.label2id:
             shown = self.names[:10]
-            raise ValueError(f"{where}: label {value!r} does not occur in the training file (labels: {shown}"
+            raise ValueError(f"{where}: label {value!r} does not occur in {self.source} (labels: {shown}"
                              f"{' ...' if len(self.names) > 10 else ''})")
         return self.label2id[name]
 
@@ -140,6 +140,15 @@ def label_set(labels, path, problem_type=None):
                          "classes in the training file" + ("; for a real-valued target use --problem_type regression"
                                                            if kind == "number" else ""))
     return LabelSet("single_label_classification", names, kind)
+
+
+def label_set_of_model(problem_type, names, source="the model's label set (config.json)"):
+    """The LabelSet of a fine-tuned classifier (its config's problem_type and id2label names),
+    so that validation and test labels are read by the same rule as the training file's were."""
+    if problem_type == "regression" or names is None:
+        return LabelSet("regression", None, "number", source)
+    kinds = {parse_label(n, source, None)[0] for n in names}
+    return LabelSet(problem_type, list(names), kinds.pop() if len(kinds) == 1 else "name", source)
 
 
 def _one_kind(parsed, path):

@@ -26,6 +26,7 @@ from npbert.io._atomic import atomic_write
 from npbert.modeling import BertForMultipleChoice
 from npbert.tasks.base import TaskData
 from npbert.tasks.files import read_text_file
+from npbert.tasks.records import softmax
 
 IDIOM_BLANK = "#idiom#"
 SWAG_ENDINGS = 4
@@ -149,8 +150,13 @@ def add_arguments(parser):
     return parser
 
 
-def load_task(args, tokenizer):
+def load_task(args, tokenizer, config=None):
     max_seq_length = getattr(args, "max_seq_length", None) or 128
+    if not getattr(args, "train_file", None) and config is not None and \
+            "BertForMultipleChoice" not in (getattr(config, "architectures", None) or ()):
+        raise ValueError(f"no --train_file, and the model is not fine-tuned for multiple choice (its config.json "
+                         f"names architectures {getattr(config, 'architectures', None)}): its choices would come "
+                         "from a random head. Give --train_file (and --do_train), or a model `npbert finetune` saved")
 
     def dataset(path, require_labels):
         if not path:
@@ -175,8 +181,10 @@ def load_task(args, tokenizer):
             raise ValueError(f"{len(logits)} predictions for {len(test_examples)} test examples")
         with atomic_write(output_path, "w") as f:
             for example, row in zip(test_examples, logits):
+                probs = softmax(row)
                 best = int(np.argmax(row))
-                f.write(json.dumps({"id": example["id"], "label": best, "choice": example["choices"][best]},
+                f.write(json.dumps({"id": example["id"], "label": best, "choice": example["choices"][best],
+                                    "score": float(probs[best]), "scores": [round(float(p), 6) for p in probs]},
                                    ensure_ascii=False) + "\n")
 
     return TaskData(model_class=BertForMultipleChoice, config_overrides={}, train_dataset=train,

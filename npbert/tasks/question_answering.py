@@ -13,8 +13,15 @@
                        with write_predictions and scores them with squad_evaluate:
                        v1.1 -> exact_match, f1; v2.0 -> exact, f1, HasAns_*, NoAns_* (the keys
                        transformers' run_qa.py reports, with the eval_ prefix added by the Trainer)
-      test file        the windows without labels; write_predictions writes {question id: answer}
-                       as JSON, and the n-best lists beside it (nbest_predictions.json)
+      test file        the windows without labels; write_predictions writes predictions.jsonl (a
+                       record per question: id, the answer as "label", its probability and the
+                       n-best answers; npbert/tasks/records.py), predictions.json {question id:
+                       answer} for the official evaluation script, nbest_predictions.json (and
+                       null_odds.json for v2.0) beside it
+
+Counts are of questions: the windows are an implementation detail (TaskData.num_examples).
+The metrics exclude the official script's counts (total, HasAns_total, NoAns_total), which
+would be drawn as curves; the number of questions is in eval_results.json as eval_samples.
 
 Flags (Google's and run_qa.py's names): --doc_stride, --max_query_length, --n_best_size,
 --max_answer_length, --version_2_with_negative, --null_score_diff_threshold.
@@ -30,6 +37,7 @@ from npbert.modeling import BertForQuestionAnswering
 from npbert.tasks.base import TaskData
 from npbert.tasks.squad import (RawResult, _load_squad_json, convert_examples_to_features, read_squad_examples,
                                 write_predictions)
+from npbert.tasks.records import TOP_K, write_records
 from npbert.tasks.squad_metrics import squad_evaluate
 
 logger = logging.getLogger(__name__)
@@ -102,7 +110,12 @@ def _results(features, predictions):
             for i, f in enumerate(features)]
 
 
-def load_task(args, tokenizer):
+def load_task(args, tokenizer, config=None):
+    if not getattr(args, "train_file", None) and config is not None and \
+            "BertForQuestionAnswering" not in (getattr(config, "architectures", None) or ()):
+        raise ValueError(f"no --train_file, and the model is not fine-tuned for question answering (its config.json "
+                         f"names architectures {getattr(config, 'architectures', None)}): its answers would come "
+                         "from a random head. Give --train_file (and --do_train), or a model `npbert finetune` saved")
     version_2 = bool(_arg(args, "version_2_with_negative", False))
     options = dict(max_seq_length=_arg(args, "max_seq_length", 384), doc_stride=_arg(args, "doc_stride", 128),
                    max_query_length=_arg(args, "max_query_length", 64))
@@ -112,12 +125,14 @@ def load_task(args, tokenizer):
 
     train_dataset = eval_dataset = test_dataset = None
     compute_metrics = write_test_predictions = None
+    counts = {}
 
     train_file = getattr(args, "train_file", None)
     if train_file:
         examples = read_squad_examples(train_file, is_training=True, version_2_with_negative=version_2)
         features = convert_examples_to_features(examples, tokenizer, is_training=True, **options)
         train_dataset = features_to_dataset(features, with_labels=True)
+        counts["train"] = len(examples)
         logger.info("%s: %d questions -> %d windows", train_file, len(examples), len(features))
 
     eval_file = getattr(args, "validation_file", None)
@@ -126,23 +141,36 @@ def load_task(args, tokenizer):
         eval_features = convert_examples_to_features(eval_examples, tokenizer, is_training=False, **options)
         eval_dataset = _labelled_eval_dataset(eval_file, eval_features, tokenizer, options, version_2)
         gold = _load_squad_json(eval_file)
+        counts["eval"] = len(eval_examples)
 
         def compute_metrics(eval_prediction):
             predictions, _, _ = write_predictions(eval_examples, eval_features,
                                                   _results(eval_features, eval_prediction.predictions), **decode)
-            return squad_evaluate(gold, predictions, version_2_with_negative=version_2)
+            scores = squad_evaluate(gold, predictions, version_2_with_negative=version_2)
+            return {k: v for k, v in scores.items() if not k.endswith("total")}     # counts are no metric
 
     test_file = getattr(args, "test_file", None)
     if test_file:
         test_examples = read_squad_examples(test_file, is_training=False, version_2_with_negative=version_2)
         test_features = convert_examples_to_features(test_examples, tokenizer, is_training=False, **options)
         test_dataset = features_to_dataset(test_features, with_labels=False)
+        counts["test"] = len(test_examples)
+        top_k = getattr(args, "top_k", None) or TOP_K
 
         def write_test_predictions(prediction_output, output_path):
+            """predictions.jsonl at output_path; predictions.json, nbest_predictions.json (and
+            null_odds.json) beside it."""
             directory = os.path.dirname(os.path.abspath(output_path))
             predictions, nbest, scores_diff = write_predictions(
                 test_examples, test_features, _results(test_features, prediction_output.predictions), **decode)
             with atomic_write(output_path, "w") as f:
+                write_records(f, ({"id": qid, "label": answer,
+                                   "score": next((float(n["probability"]) for n in nbest[qid] if n["text"] == answer),
+                                                 None),
+                                   "answers": [{"answer": n["text"], "score": float(n["probability"])}
+                                               for n in nbest[qid][:top_k]]}
+                                  for qid, answer in predictions.items()))
+            with atomic_write(os.path.join(directory, "predictions.json"), "w") as f:
                 f.write(json.dumps(predictions, indent=4, ensure_ascii=False) + "\n")
             with atomic_write(os.path.join(directory, "nbest_predictions.json"), "w") as f:
                 f.write(json.dumps(nbest, indent=4, ensure_ascii=False) + "\n")
@@ -152,4 +180,5 @@ def load_task(args, tokenizer):
 
     return TaskData(model_class=BertForQuestionAnswering, config_overrides={}, train_dataset=train_dataset,
                     eval_dataset=eval_dataset, test_dataset=test_dataset, data_collator=collate_features,
-                    compute_metrics=compute_metrics, write_predictions=write_test_predictions)
+                    compute_metrics=compute_metrics, write_predictions=write_test_predictions,
+                    num_examples=counts, unit="questions")

@@ -106,10 +106,11 @@ def find_columns(path, rows, text_column=None, pair_column=None, label_column=No
     return text_column, pair_column, label_column
 
 
-def read_conll(path):
+def read_conll(path, with_tags=True):
     """[(line_number, words, tags)]: `token<TAB or space>tag` lines, a blank line between
     sentences, -DOCSTART- lines skipped.  Weibo's `char+segment-digit` tokens (科0) lose the
-    digit when every token of the file is one character followed by one digit."""
+    digit when every token of the file is one character followed by one digit.  With
+    with_tags=False (words to predict) a line may hold the word alone, and tags are None."""
     text = read_text_file(path)
     sentences, words, tags, start = [], [], [], None
     for line_number, raw in enumerate(text.splitlines(), 1):
@@ -120,6 +121,8 @@ def read_conll(path):
             words, tags, start = [], [], None
             continue
         parts = line.split("\t") if "\t" in line else line.split()
+        if not with_tags:
+            parts = parts + ["O"]
         if len(parts) < 2:
             raise ValueError(f"{path}:{line_number}: expected `token<TAB>tag`, got {raw!r}")
         if start is None:
@@ -133,6 +136,8 @@ def read_conll(path):
     tokens = [w for _, ws, _ in sentences for w in ws]
     if all(len(w) == 2 and w[1].isdigit() for w in tokens):           # Weibo: 科0 -> 科
         sentences = [(n, [w[0] for w in ws], ts) for n, ws, ts in sentences]
+    if not with_tags:
+        return [(n, ws, None) for n, ws, _ in sentences]
     for n, ws, ts in sentences:
         for t in ts:
             if t != "O" and not (len(t) > 2 and t[:2] in ("B-", "I-", "E-", "S-")):

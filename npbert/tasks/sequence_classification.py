@@ -5,20 +5,24 @@ value (regression) or a set of labels (multi-label), from .csv/.tsv/.json/.jsonl
     -> BertForSequenceClassification -> logits (B, K)
 
 The label set of the training file becomes config.id2label / label2id, so a saved model
-predicts names.  Long texts (Sun et al. 2019, docs/long_texts.md): --truncation
+predicts names; without a training file (evaluate or predict only) the label set is the
+fine-tuned model's config (`load_task(..., config=)`).  Predictions: predictions.jsonl, one
+record a test row (npbert/tasks/records.py): its id, the label, its score and the top scores.  Long texts (Sun et al. 2019, docs/long_texts.md): --truncation
 head|tail|head+tail (--head_tokens), or --long_text chunks: windows pooled by --chunk_pooling.
 """
-import json
 
 import numpy as np
 
 from npbert.io._atomic import atomic_write
 from npbert.tasks.base import TaskData
-from npbert.tasks.labels import label_set
+from npbert.tasks.labels import label_set, label_set_of_model
 from npbert.tasks.long_text import (CHUNK_POOLINGS, TRUNCATION_STRATEGIES, BertForChunkedSequenceClassification,
                                     collate_chunks, encode_chunks, truncate_tokens)
 from npbert.tasks.metrics import accuracy, f1_score, matthews_corrcoef, pearsonr, spearmanr
 from npbert.tasks.readers import find_columns, read_table
+from npbert.tasks.records import TOP_K, classification_record, example_id, write_records
+
+TRAINED_HEADS = ("BertForSequenceClassification", "BertForChunkedSequenceClassification")
 
 
 def add_arguments(parser):
@@ -32,28 +36,54 @@ def add_arguments(parser):
     g.add_argument("--head_tokens", type=int, default=128, help="tokens kept from the start with head+tail")
     g.add_argument("--long_text", choices=("truncate", "chunks"), default="truncate",
                    help="chunks: encode every window of the text and pool them (BertForChunkedSequenceClassification)")
-    g.add_argument("--chunk_pooling", choices=CHUNK_POOLINGS, default="mean")
+    g.add_argument("--chunk_pooling", choices=CHUNK_POOLINGS, default="mean",
+                   help="how the windows' pooled outputs are fused with --long_text chunks")
     g.add_argument("--chunk_stride", type=int, default=None, help="tokens between window starts (default: no overlap)")
     g.add_argument("--max_chunks", type=int, default=None, help="windows kept per text (default: all)")
     return parser
 
 
-def load_task(args, tokenizer):
+def labels_from_config(config):
+    """(problem_type, label list or None) of a fine-tuned classifier's config; a ValueError when
+    the checkpoint has no classification head to predict with."""
+    trained = [a for a in (getattr(config, "architectures", None) or ()) if a in TRAINED_HEADS]
+    if not trained:
+        raise ValueError(f"no --train_file, and the model is not a fine-tuned classifier (its config.json names "
+                         f"architectures {getattr(config, 'architectures', None)}, not {TRAINED_HEADS[0]}): its label "
+                         "set is unknown. Give --train_file (and --do_train), or a model `npbert finetune` saved")
+    problem = config.problem_type or ("regression" if config.num_labels == 1 else "single_label_classification")
+    if problem == "regression":
+        return problem, None
+    return problem, [str(config.id2label[i]) for i in range(config.num_labels)]
+
+
+def load_task(args, tokenizer, config=None):
     max_seq_length = getattr(args, "max_seq_length", None) or 128
     train_path = getattr(args, "train_file", None)
-    if not train_path:
-        raise ValueError("sequence classification needs --train_file (its labels define the label set)")
-    train_rows = read_table(train_path)
-    text_col, pair_col, label_col = find_columns(train_path, train_rows, getattr(args, "text_column_name", None),
+    if train_path:
+        train_rows = read_table(train_path)
+        columns_from, rows_from = train_path, train_rows
+    else:
+        problem, label_list = labels_from_config(config)
+        train_rows = None
+        columns_from = getattr(args, "validation_file", None) or getattr(args, "test_file", None)
+        if not columns_from:
+            raise ValueError("nothing to read: give --train_file, --validation_file or --test_file")
+        rows_from = read_table(columns_from)
+    with_label = bool(train_path) or columns_from == getattr(args, "validation_file", None)
+    text_col, pair_col, label_col = find_columns(columns_from, rows_from, getattr(args, "text_column_name", None),
                                                  getattr(args, "text_pair_column_name", None),
-                                                 getattr(args, "label_column_name", None))
-    labels = label_set([(line, r[label_col]) for line, r in train_rows], train_path,   # the rule: tasks/labels.py
-                       getattr(args, "problem_type", None))
+                                                 getattr(args, "label_column_name", None), need_label=with_label)
+    if train_path:
+        labels = label_set([(line, r[label_col]) for line, r in train_rows], train_path,   # the rule: tasks/labels.py
+                           getattr(args, "problem_type", None))
+    else:
+        labels = label_set_of_model(problem, label_list)
     problem, label_list, label2id = labels.problem_type, labels.names, labels.label2id
     chunks = getattr(args, "long_text", "truncate") == "chunks"
     strategy = getattr(args, "truncation", "head")
     if pair_col and (chunks or strategy != "head"):
-        raise ValueError(f"--truncation {strategy} and --long_text chunks are for single texts; {train_path} has "
+        raise ValueError(f"--truncation {strategy} and --long_text chunks are for single texts; {columns_from} has "
                          f"pairs ({text_col}, {pair_col})")
 
     def label_value(path, line, value):
@@ -76,7 +106,7 @@ def load_task(args, tokenizer):
     def dataset(path, with_labels):
         if not path:
             return None, None
-        rows = train_rows if path == train_path else read_table(path)
+        rows = train_rows if path == train_path else rows_from if path == columns_from else read_table(path)
         find_columns(path, rows, text_col, pair_col, label_col if with_labels else None, need_label=with_labels)
         examples, texts = [], []
         for line, row in rows:
@@ -87,7 +117,7 @@ def load_task(args, tokenizer):
             if with_labels:
                 ex["labels"] = label_value(path, line, row[label_col])
             examples.append(ex)
-            texts.append(row)
+            texts.append((line, row))
         return examples, texts
 
     train, _ = dataset(train_path, True)
@@ -112,17 +142,14 @@ def load_task(args, tokenizer):
                 "matthews_correlation": matthews_corrcoef(preds, labels)}
 
     def write_predictions(output, path):
+        """predictions.jsonl: a record per test row (npbert/tasks/records.py)."""
         logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
+        id2label = dict(enumerate(label_list)) if label_list else {}
+        top_k = getattr(args, "top_k", None) or TOP_K
         with atomic_write(path, "w") as f:
-            for i, (row, scores) in enumerate(zip(test_rows, logits)):
-                if problem == "regression":
-                    prediction = float(scores.reshape(-1)[0])
-                elif problem == "multi_label_classification":
-                    prediction = [label_list[k] for k in np.flatnonzero(scores > 0)]
-                else:
-                    prediction = label_list[int(np.argmax(scores))]
-                f.write(json.dumps({"index": i, "prediction": prediction, text_col: row[text_col]},
-                                   ensure_ascii=False) + "\n")
+            write_records(f, (dict(classification_record(example_id(row, line), scores, id2label, problem, top_k),
+                                   text=row[text_col])
+                              for (line, row), scores in zip(test_rows, logits)))
 
     overrides = {"problem_type": problem, "num_labels": 1 if problem == "regression" else len(label_list)}
     if label_list:

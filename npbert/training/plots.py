@@ -63,33 +63,7 @@ def plot_training_curves(log_history, path, title=None):
 
 
 def plot_attention(attentions, tokens, path, title="", layer=None, head=None):
-    """The attention probabilities of one sequence as a PNG: a layers x heads grid, or one head
-    large when `layer` and `head` are given.  attentions: L arrays (1, N, T, T) (a model's
-    output.attentions); tokens: the T token strings.  Returns path, or None without matplotlib."""
-    if not have_matplotlib():
-        return None
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from npbert.io._atomic import atomic_path
-    L, N = len(attentions), attentions[0].shape[1]
-    cells = [(l, h) for l in range(L) for h in range(N)] if layer is None else [(layer, head)]
-    rows, cols = (L, N) if layer is None else (1, 1)
-    size = 3.2 if layer is None else 7
-    fig, axes = plt.subplots(rows, cols, figsize=(size * cols + 1, size * rows), squeeze=False)
-    font = 6 if layer is None else 9
-    for (l, h), ax in zip(cells, axes.reshape(-1)):
-        ax.imshow(attentions[l][0, h], cmap="viridis", vmin=0.0, vmax=1.0)
-        ax.set_title(f"layer {l} head {h}", fontsize=9)
-        ax.set_xticks(range(len(tokens)))
-        ax.set_yticks(range(len(tokens)))
-        ax.set_xticklabels(tokens, rotation=90, fontsize=font)
-        ax.set_yticklabels(tokens, fontsize=font)
-    fig.suptitle(f"attention probabilities (row: query token, column: key token)\n{title}", fontsize=10)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=90)
-    plt.close(fig)
-    return path
+    """The attention picture: npbert/training/attention_picture.py (colour bar, labels that do
+    not overlap, a CJK font when the tokens need one)."""
+    from .attention_picture import plot_attention as draw
+    return draw(attentions, tokens, path, title=title, layer=layer, head=head)

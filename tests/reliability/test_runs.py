@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from npbert.cli.finetune import TASK_DEFAULTS
 from npbert.io.errors import RunError
 from npbert.training import runs
 from npbert.training.runs import LOCK_NAME, RunLock, prepare_output_dir
@@ -110,7 +111,8 @@ def test_two_finetune_runs_into_one_directory_one_is_refused(tmp_path):
     names = sorted(n for n in os.listdir(out))
     assert len(names) == 1 and names[0].startswith("checkpoint-"), names       # its checkpoint, nothing else
     saved = json.load(open(os.path.join(out, names[0], "training_args.json")))
-    assert saved["num_train_epochs"] == 500 and saved["learning_rate"] == 5e-5
+    default_lr = TASK_DEFAULTS["sequence-classification"]["learning_rate"]    # the first run gave no --learning_rate
+    assert saved["num_train_epochs"] == 500 and saved["learning_rate"] == default_lr
     # a third run without a flag is refused: the directory holds a run's files
     third = run_npbert(common + ["--num_train_epochs", "1"])
     assert third.returncode == 1 and "already holds another run's files" in third.stderr, third.stderr

@@ -71,7 +71,11 @@ def test_sequence_classification_end_to_end(checkpoint, tmp_path):
     assert losses[-1] < 0.9 * losses[0], losses     # from ln 2 = 0.69 down
     assert results["eval_accuracy"] >= 0.75
     preds = [json.loads(l) for l in open(os.path.join(out, "predictions.jsonl"))]
-    assert len(preds) == 4 and all(p["prediction"] in ("positive", "negative") for p in preds)
+    assert len(preds) == 4 and all(p["label"] in ("positive", "negative") for p in preds)
+    assert [p["id"] for p in preds] == [2, 3, 4, 5]                 # no id column: the CSV line numbers
+    for p in preds:                                                 # the label is the best of the scores
+        assert p["scores"][0] == {"label": p["label"], "score": p["score"]}
+        assert abs(sum(s["score"] for s in p["scores"]) - 1) < 1e-6   # both labels: softmax sums to 1
     config = json.load(open(os.path.join(out, "config.json")))
     assert set(config["id2label"].values()) == {"positive", "negative"}
     # transformers loads the saved model and gives the same logits (float32: 1e-5)
@@ -140,8 +144,12 @@ def test_token_classification_end_to_end_on_wnut17(checkpoint, tmp_path):
     predicted = open(os.path.join(out, "predictions.conll")).read().strip().split("\n\n")
     dev = read_conll(os.path.join(DATA, "wnut17_dev_sample.conll"))
     assert len(predicted) == len(dev)
-    for block, (_, words, _) in zip(predicted, dev):
-        assert [line.split("\t")[0] for line in block.split("\n")] == words
+    records = [json.loads(l) for l in open(os.path.join(out, "predictions.jsonl"))]
+    assert [r["id"] for r in records] == [line for line, _, _ in dev]   # a sentence's id: its first line
+    for block, (_, words, _), record in zip(predicted, dev, records):
+        assert [line.split("\t")[0] for line in block.split("\n")] == words == record["words"]
+        assert [line.split("\t")[1] for line in block.split("\n")] == record["tags"]
+        assert len(record["scores"]) == len(words) and all(0 < s <= 1 for s in record["scores"])
 
 
 def test_token_labels_align_to_first_pieces(checkpoint):
@@ -234,3 +242,47 @@ def test_correlations():
     assert metrics.pearsonr(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1])
     # ranks with ties: x -> [1, 2.5, 2.5, 5, 4], y -> [2, 1, 3.5, 3.5, 5]
     assert metrics.spearmanr(x, y) == pytest.approx(np.corrcoef([1, 2.5, 2.5, 5, 4], [2, 1, 3.5, 3.5, 5])[0, 1])
+
+
+def test_long_sentences_are_read_in_windows_and_every_word_is_tagged(checkpoint, tmp_path):
+    """A sentence three windows long (max_seq_length 16): training reads every window; logits
+    that put each window's labels right give every word of the sentence its tag back, in the
+    metrics (over all words) and in the predictions (issue 23, 11: words past the first window
+    used to be tagged O)."""
+    import argparse
+    from npbert.tasks import token_classification as tc
+    tok = npbert.BertTokenizer.from_pretrained(checkpoint)
+    sentences = read_conll(os.path.join(DATA, "wnut17_train_sample.conll"))
+    words = [w for _, ws, _ in sentences[:6] for w in ws]
+    tags = [t for _, _, ts in sentences[:6] for t in ts]
+    path = tmp_path / "long.conll"
+    path.write_text("".join(f"{w}\t{t}\n" for w, t in zip(words, tags)))
+    task = tc.load_task(argparse.Namespace(train_file=str(path), validation_file=str(path), test_file=str(path),
+                                           max_seq_length=16, stride=4), tok)
+    n_windows = len(task.train_dataset)
+    assert n_windows >= 3 and len(task.eval_dataset) == len(task.test_dataset) == n_windows
+    assert task.num_examples == {"train": 1, "eval": 1, "test": 1} and task.notes
+    label_list = [task.config_overrides["id2label"][i] for i in range(task.config_overrides["num_labels"])]
+    # every word's first piece carries its tag in at least one window
+    ids, word_of = tc.piece_ids(words, tok)
+    labelled = set()
+    for ex, (start, stop) in zip(task.train_dataset, tc.overflow_windows(len(ids), 14, 4)):
+        for pos, label in enumerate(ex["labels"]):
+            if label != -100:
+                w = word_of[start + pos - 1]
+                assert label_list[label] == tags[w]
+                labelled.add(w)
+    assert labelled == set(range(len(words)))
+    # logits that are right in every window (K = the labels), and 0 elsewhere
+    T = max(len(ex["input_ids"]) for ex in task.eval_dataset)
+    logits = np.zeros((n_windows, T, len(label_list)))
+    for k, (ex, (start, stop)) in enumerate(zip(task.eval_dataset, tc.overflow_windows(len(ids), 14, 4))):
+        for pos in range(1, len(ex["input_ids"]) - 1):
+            logits[k, pos, label_list.index(tags[word_of[start + pos - 1]])] = 10.0
+    metrics = task.compute_metrics(argparse.Namespace(predictions=logits, label_ids=None))
+    assert metrics["accuracy"] == 1.0 and metrics["f1"] == 1.0
+    task.write_predictions(argparse.Namespace(predictions=logits), str(tmp_path / "predictions.jsonl"))
+    [record] = [json.loads(line) for line in open(tmp_path / "predictions.jsonl")]
+    assert record["words"] == words and record["tags"] == tags
+    conll = open(tmp_path / "predictions.conll").read().split("\n")
+    assert [line.split("\t")[1] for line in conll if line] == tags

@@ -63,14 +63,14 @@ def test_question_answering_with_trainer(tmp_path):
     assert np.mean(losses[-3:]) < 0.85 * np.mean(losses[:3]), losses      # 2 epochs: ~4.7 -> ~3.7
 
     metrics = trainer.evaluate()
-    for key in ("eval_loss", "eval_exact", "eval_f1", "eval_HasAns_exact", "eval_NoAns_exact", "eval_total"):
+    for key in ("eval_loss", "eval_exact", "eval_f1", "eval_HasAns_exact", "eval_NoAns_exact"):
         assert key in metrics, key
-    assert metrics["eval_total"] == len(dev_article["paragraphs"][0]["qas"])
+    assert task.num_examples["eval"] == len(dev_article["paragraphs"][0]["qas"]) < len(task.eval_dataset)
 
     prediction = trainer.predict(task.test_dataset)
-    task.write_predictions(prediction, str(tmp_path / "predictions.json"))
+    task.write_predictions(prediction, str(tmp_path / "predictions.jsonl"))
     written = json.load(open(tmp_path / "predictions.json", encoding="utf-8"))
-    assert len(written) == metrics["eval_total"]
+    assert len(written) == task.num_examples["eval"]
 
     trainer.save_model(str(tmp_path / "model"))
     inputs = {k: v for k, v in task.data_collator(task.test_dataset[:8]).items()}

@@ -1,0 +1,55 @@
+"""npbert.pipeline(task, model=DIR): use a checkpoint the way transformers' pipelines do.
+
+    fill-mask                                      FillMaskPipeline            BertForMaskedLM
+    text-classification  (sentiment-analysis)      TextClassificationPipeline  BertForSequenceClassification
+    token-classification (ner)                     TokenClassificationPipeline BertForTokenClassification
+    question-answering                             QuestionAnsweringPipeline   BertForQuestionAnswering
+    feature-extraction                             FeatureExtractionPipeline   BertModel
+
+The same inputs, keywords and results as transformers' pipelines of those names (QA as
+transformers 4.57, the last release that has it), on the same checkpoint directory.  `task`
+None takes it from the checkpoint's config.json (`architectures`).  docs/inference.md.
+"""
+import os
+
+from npbert.pipelines.base import ARCHITECTURE_TASKS, TASK_ALIASES, Pipeline, task_of_config
+from npbert.pipelines.feature_extraction import FeatureExtractionPipeline
+from npbert.pipelines.fill_mask import FillMaskPipeline
+from npbert.pipelines.question_answering import QuestionAnsweringPipeline
+from npbert.pipelines.text_classification import TextClassificationPipeline
+from npbert.pipelines.token_classification import TokenClassificationPipeline
+
+SUPPORTED_TASKS = {
+    "fill-mask": FillMaskPipeline,
+    "text-classification": TextClassificationPipeline,
+    "token-classification": TokenClassificationPipeline,
+    "question-answering": QuestionAnsweringPipeline,
+    "feature-extraction": FeatureExtractionPipeline,
+}
+
+
+def pipeline(task=None, model=None, tokenizer=None, **kwargs):
+    """A pipeline for `task` on `model` (a checkpoint directory, or an npbert model with
+    `tokenizer`).  Other keywords are the pipeline's defaults for every call (e.g.
+    aggregation_strategy="simple", top_k=3) or `dtype` (np.float32 or np.float64)."""
+    if model is None:
+        raise ValueError("npbert.pipeline needs model= (a checkpoint directory): npbert downloads nothing")
+    if task is None:
+        if not isinstance(model, (str, os.PathLike)):
+            task = task_of_config(model.config)
+        else:
+            from npbert.config import BertConfig
+            task = task_of_config(BertConfig.from_pretrained(os.fspath(model)))
+        if task is None:
+            raise ValueError(f"pipeline(task=None): the config of {model} names no architecture a pipeline "
+                             f"serves ({sorted(ARCHITECTURE_TASKS)}); give the task")
+    task = TASK_ALIASES.get(task, task)
+    if task not in SUPPORTED_TASKS:
+        raise KeyError(f"Unknown task {task!r}: npbert's pipelines are {sorted(SUPPORTED_TASKS)} "
+                       f"(and the aliases {sorted(TASK_ALIASES)})")
+    return SUPPORTED_TASKS[task](model, tokenizer, **kwargs)
+
+
+__all__ = ["pipeline", "Pipeline", "SUPPORTED_TASKS", "TASK_ALIASES", "FillMaskPipeline",
+           "TextClassificationPipeline", "TokenClassificationPipeline", "QuestionAnsweringPipeline",
+           "FeatureExtractionPipeline", "task_of_config"]
