@@ -23,6 +23,8 @@ COMMANDS = [
     "finetune",
     "attention",
     "embed",
+    "attribute",
+    "head_importance",
 ]
 
 

@@ -20,6 +20,7 @@ is the [CLS] row (position 0), what classification heads read.
 
     B = examples, L = layers, N = heads, T = tokens
 """
+import time
 from collections import deque
 
 import numpy as np
@@ -74,17 +75,22 @@ def attention_rollout(model, inputs):
     return AttentionRelevance(rollout(_attentions(model, _model_inputs(model, inputs))), "attention_rollout")
 
 
-def attention_flow(model, inputs, max_tokens=64):
+def attention_flow(model, inputs, max_tokens=64, progress=None):
     """Abnar & Zuidema's attention flow of `inputs`: AttentionRelevance.  Inputs longer than
-    `max_tokens` are refused (T^2 max-flows on a graph of (L+1) T nodes each)."""
+    `max_tokens` are refused (T^2 max-flows on a graph of (L+1) T nodes each).  `progress`: called
+    as progress(examples done, B, seconds, text) after each example."""
     inputs = _model_inputs(model, inputs)
     T = inputs["input_ids"].shape[1]
     if T > max_tokens:
         raise ValueError(f"attention_flow solves T^2 = {T * T} max-flow problems per example; the inputs have "
                          f"T = {T} tokens, more than max_tokens={max_tokens} (raise it to wait longer)")
     layers = [augmented(a) for a in _attentions(model, inputs)]                 # L x (B, T, T)
-    return AttentionRelevance(np.stack([flow([a[b] for a in layers]) for b in range(len(layers[0]))]),
-                              "attention_flow")
+    B, flows, t0 = len(layers[0]), [], time.perf_counter()
+    for b in range(B):
+        flows.append(flow([a[b] for a in layers]))
+        if progress is not None:
+            progress(b + 1, B, time.perf_counter() - t0, "examples")
+    return AttentionRelevance(np.stack(flows), "attention_flow")
 
 
 def flow(layers):

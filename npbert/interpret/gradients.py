@@ -20,6 +20,8 @@ F(x) - F(x') up to the quadrature's error: the convergence delta, sum(attributio
 
     B = examples, S = steps in one run, T = tokens, H = hidden size
 """
+import time
+
 import numpy as np
 
 from .baselines import baseline_ids_or_values, default_baseline_ids
@@ -111,24 +113,28 @@ def _delta(model, inputs, layer, target, B, x, x0, attributions):
 
 def integrated_gradients(model, inputs, target, baselines=None, n_steps=50, method="gausslegendre",
                          internal_batch_size=None, return_convergence_delta=False, layer="bert.embeddings",
-                         captum_rounding=False, tokenizer=None):
+                         captum_rounding=False, tokenizer=None, progress=None):
     """captum's LayerIntegratedGradients(forward, <layer>).attribute(input_ids, baselines, target, ...):
 
         attributions = (x - x') * sum_k w_k g(x' + alpha_k (x - x'))         (B, T, H)
 
     with captum's points and weights (quadrature.py; `captum_rounding=True` rounds them as captum
     does, for equality with it to round-off; the default uses them exactly).  The n_steps points
-    run in batches of internal_batch_size rows (all at once by default).  Returns an Attribution."""
+    run in batches of internal_batch_size rows (all at once by default); `progress`, if given, is
+    called as progress(points done, n_steps, seconds, text) after each.  Returns an Attribution."""
     check_rule(method, n_steps)
     layer, inputs, special, target, B = _setup(model, inputs, target, layer)
     x, x0 = _endpoints(model, inputs, special, layer, baselines, tokenizer)
     weights, alphas = step_sizes_and_alphas(method, n_steps, captum_rounding)
     total = np.zeros_like(x)                                                        # (B, T, H)
+    t0 = time.perf_counter()
     for run in _chunks(n_steps, B, internal_batch_size):
         S = len(run)
         F, g, _ = run_from(model, tiled(inputs, S), layer, _path_points(x, x0, alphas[run]), target, B)
         g = g.reshape((S,) + x.shape)                                               # (S, B, T, H)
         total += (g * weights[run].reshape(S, 1, 1, 1)).sum(axis=0).astype(x.dtype, copy=False)
+        if progress is not None:
+            progress(run[-1] + 1, n_steps, time.perf_counter() - t0, "integration points")
     attributions = total * (x - x0)                                                 # (B, T, H)
     delta = _delta(model, inputs, layer, target, B, x, x0, attributions) if return_convergence_delta else None
     return Attribution(attributions, f"integrated_gradients ({method}, {n_steps} steps)", layer.name,
@@ -137,7 +143,7 @@ def integrated_gradients(model, inputs, target, baselines=None, n_steps=50, meth
 
 def layer_conductance(model, inputs, target, layer, baselines=None, n_steps=50, method="gausslegendre",
                       internal_batch_size=None, return_convergence_delta=False, input_layer="bert.embeddings",
-                      captum_rounding=False, tokenizer=None):
+                      captum_rounding=False, tokenizer=None, progress=None):
     """captum's LayerConductance(forward, <encoder layer>).attribute(x, x', target, ...), the path
     from the baseline to the input taken at `input_layer` (x and x' its outputs, as
     integrated_gradients), at the n_steps + 1 points alpha_0..alpha_n of `method`:
@@ -145,13 +151,15 @@ def layer_conductance(model, inputs, target, layer, baselines=None, n_steps=50, 
         conductance = sum_{k < n} (h(z_k+1) - h(z_k)) * dF/dh(z_k)           (B, T, H)
 
     h the output of `layer` ("bert.encoder.layer.i"), z_k = x' + alpha_k (x - x').  Returns an
-    Attribution (its convergence delta: sum(conductance) - (F(x) - F(x')))."""
+    Attribution (its convergence delta: sum(conductance) - (F(x) - F(x'))).  `progress`: as
+    integrated_gradients'."""
     check_rule(method, n_steps, min_steps=1)                         # n_steps + 1 points: 2 or more
     read = resolve_layer(model, layer, kinds=("encoder",))
     start, inputs, special, target, B = _setup(model, inputs, target, input_layer)
     x, x0 = _endpoints(model, inputs, special, start, baselines, tokenizer)
     _, alphas = step_sizes_and_alphas(method, n_steps + 1, captum_rounding)
     total, previous = None, None                                    # previous: (h, dF/dh) at the last point
+    t0 = time.perf_counter()
     for run in _chunks(n_steps + 1, B, internal_batch_size):
         S = len(run)
         F, _, (h, dh) = run_from(model, tiled(inputs, S), start, _path_points(x, x0, alphas[run]), target, B,
@@ -162,5 +170,7 @@ def layer_conductance(model, inputs, target, layer, baselines=None, n_steps=50, 
         step = ((h[1:] - h[:-1]) * dh[:-1]).sum(axis=0)                             # (B, T, H)
         total = step if total is None else total + step
         previous = (h[-1], dh[-1])
+        if progress is not None:
+            progress(run[-1] + 1, n_steps + 1, time.perf_counter() - t0, "integration points")
     delta = _delta(model, inputs, start, target, B, x, x0, total) if return_convergence_delta else None
     return Attribution(total, f"layer_conductance ({method}, {n_steps} steps)", read.name, target.description, delta)
