@@ -11,9 +11,14 @@
                                                            v_k / 2, v_k their weights
 
 (captum/attr/_utils/approximation_methods.py).  The Riemann rules need n >= 2 (captum asserts it),
-Gauss-Legendre n >= 1.  The left, right and middle rules are exact for constant g and their error
-falls as 1/n (the middle rule's and the trapezoid's as 1/n^2 for smooth g); Gauss-Legendre with n
-points is exact for polynomials of degree 2n - 1 and converges exponentially for analytic g.
+Gauss-Legendre n >= 1.  How fast the error falls for a smooth g (Euler-Maclaurin):
+
+    riemann_left / right   error -+(g(1) - g(0)) / (2n) + O(1/n^2)              order 1/n
+    riemann_middle         error -(g'(1) - g'(0)) / (24 n^2) + O(1/n^4)         order 1/n^2
+    riemann_trapezoid      captum's weights sum to 1 - 1/n (the points are 1/(n-1) apart, the
+                           weights 1/n): error -(integral of g) / n + O(1/n^2)    order 1/n
+    gausslegendre          exact for polynomials of degree 2n - 1; exponential in n for analytic g
+                           (every op of BERT is analytic where LayerNorm's variance is not 0)
 
 `captum_rounding=True` reproduces what captum computes in float64 too: the Riemann points come from
 `torch.linspace` in float32 (torch's default dtype), and every rule's weights are turned into a
