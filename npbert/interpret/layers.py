@@ -8,8 +8,9 @@ do with forward hooks, done with the model's own forward and backward.
                                                          dropout) (B, T, H)     as captum's forward hook does
     "bert.encoder.layer.i"                               hidden state i+1       read only (layer_conductance)
 
-The gradient at "bert.embeddings.word_embeddings" is `model.inputs_embeds_grad`; at "bert.embeddings"
-and at an encoder layer it is a hidden state's gradient, from
+The gradient at "bert.embeddings.word_embeddings" is `model.inputs_embeds_grad`, and so is the
+gradient at "bert.embeddings" when its output is replaced (BertModel._backward returns the
+replacement's gradient then); at an encoder layer it is a hidden state's gradient, from
 `model.backward(..., return_intermediate_grads=True)`.  Every run is in eval mode (no dropout) and
 computes no parameter gradient (everything frozen for the call, as torch.autograd.grad(F, inputs)
 computes none); the model's mode and frozen set are restored afterwards.
@@ -182,10 +183,13 @@ def run_from(model, inputs, layer, values, target, B, with_grad=True, read_layer
         need = model.state.need_inputs_embeds_grad
         model.state.need_inputs_embeds_grad = True
         try:
-            _, igrads = model.backward(**target.upstream(out, B), return_intermediate_grads=True)
+            if read_layer is None:
+                model.backward(**target.upstream(out, B))
+            else:
+                _, igrads = model.backward(**target.upstream(out, B), return_intermediate_grads=True)
         finally:
             model.state.need_inputs_embeds_grad = need
-    dvalues = model.inputs_embeds_grad if layer.kind == "word_embeddings" else igrads.hidden_states[0]
+    dvalues = model.inputs_embeds_grad          # with the embeddings' output replaced: that output's gradient
     read = None
     if read_layer is not None:
         j = read_layer.index + 1

@@ -145,8 +145,10 @@ class BertModel(BertPreTrainedModel):
         grads.update(g)
         if records is not None:
             self.state.intermediate_grads = IntermediateGrads.from_records(dembedding_output, records)
-        if dembedding_output is None or cache["embeddings"] is None:    # frozen below, or the output replaced
+        if dembedding_output is None:                    # everything below is frozen
             return grads, None
+        if cache["embeddings"] is None:                  # the embeddings' output was replaced (npbert.interpret):
+            return grads, dembedding_output              # model.inputs_embeds_grad is the replacement's gradient
         dinputs_embeds, g = self.embeddings.backward(dembedding_output, cache["embeddings"])
         grads.update(g)
         return grads, dinputs_embeds
