@@ -1,6 +1,7 @@
 """npbert.interpret against captum on the same transformers model with the same weights, baselines
 and steps, float64: all-MiniLM-L6-v2 with a fresh 3-label classification head (saved by npbert,
-loaded by transformers), a tiny question-answering model and a tiny masked LM saved by npbert.
+loaded by transformers) and a tiny question-answering model saved by npbert, each with every method
+and integration rule from both layers; a tiny masked LM and BertModel for their targets.
 
 captum's forward functions are the ones its BERT tutorials write: the model's logits for
 LayerIntegratedGradients over model.bert.embeddings (or its word_embeddings), with the token types
@@ -180,20 +181,59 @@ def qa(tmp_path_factory):
                      "BertForQuestionAnswering")
 
 
-@pytest.mark.parametrize("side", ["start", "end"])
-def test_question_answering_targets_equal_captums(qa, side):
+def qa_inputs(tok):
+    return tok("is the cat on the layer", "the cat is on the mat .", return_tensors="np",
+               return_special_tokens_mask=True)
+
+
+@pytest.mark.parametrize("method", ni.METHODS)
+@pytest.mark.parametrize("side,layer", [("start", "bert.embeddings"), ("end", "bert.embeddings.word_embeddings")])
+def test_question_answering_integrated_gradients_equal_captums(qa, side, layer, method):
     model, hf, tok = qa
-    enc = tok("is the cat on the layer", "the cat is on the mat .", return_tensors="np",
-              return_special_tokens_mask=True)
+    enc = qa_inputs(tok)
     position = 9
-    lig = captum_attr.LayerIntegratedGradients(logits_forward(hf, f"{side}_logits"), hf.bert.embeddings)
+    lig = captum_attr.LayerIntegratedGradients(logits_forward(hf, f"{side}_logits"), module(hf, layer))
     theirs, delta = lig.attribute(t(enc["input_ids"]), baselines=t(tutorial_baseline(tok, enc)),
-                                  additional_forward_args=extra(enc), target=position, n_steps=6,
+                                  additional_forward_args=extra(enc), target=position, n_steps=6, method=method,
                                   return_convergence_delta=True)
-    ours = ni.integrated_gradients(model, enc, (side, position), n_steps=6, return_convergence_delta=True,
-                                   captum_rounding=True)
+    ours = ni.integrated_gradients(model, enc, (side, position), n_steps=6, method=method, layer=layer,
+                                   return_convergence_delta=True, captum_rounding=True)
     assert rel(ours.attributions, theirs.detach()) < REL
     assert abs(ours.convergence_delta[0] - float(delta[0])) < DELTA_TOL
+
+
+@pytest.mark.parametrize("layer", ["bert.embeddings", "bert.embeddings.word_embeddings"])
+def test_question_answering_saliency_and_input_x_gradient_equal_captums(qa, layer):
+    model, hf, tok = qa
+    enc = qa_inputs(tok)
+    z = ni.gradients.layer_output(model, ni.layers.prepare_inputs(model, enc)[0], ni.layers.resolve_layer(model, layer))
+    args = (t(enc["input_ids"]),) + extra(enc)
+    for side in ("start", "end"):
+        forward = from_layer_forward(hf, layer, f"{side}_logits")
+        theirs = captum_attr.Saliency(forward).attribute(t(z).requires_grad_(), target=4, additional_forward_args=args)
+        assert rel(ni.saliency(model, enc, (side, 4), layer=layer).attributions, theirs) < REL
+        theirs = captum_attr.InputXGradient(forward).attribute(t(z).requires_grad_(), target=4,
+                                                               additional_forward_args=args)
+        assert rel(ni.input_x_gradient(model, enc, (side, 4), layer=layer).attributions, theirs.detach()) < REL
+
+
+@pytest.mark.parametrize("method", ni.METHODS)
+def test_question_answering_conductance_equals_captums(qa, method):
+    model, hf, tok = qa
+    enc = qa_inputs(tok)
+    inputs = ni.layers.prepare_inputs(model, enc)[0]
+    start = ni.layers.resolve_layer(model, "bert.embeddings")
+    x = ni.gradients.layer_output(model, inputs, start)
+    x0 = ni.gradients.layer_output(model, inputs, start, tutorial_baseline(tok, enc))
+    for i in range(model.config.num_hidden_layers):                    # every encoder layer of the tiny model
+        forward = from_layer_forward(hf, "bert.embeddings", "end_logits")
+        lc = captum_attr.LayerConductance(forward, hf.bert.encoder.layer[i])
+        theirs, delta = lc.attribute(t(x), baselines=t(x0), additional_forward_args=(t(enc["input_ids"]),) + extra(enc),
+                                     target=7, n_steps=4, method=method, return_convergence_delta=True)
+        ours = ni.layer_conductance(model, enc, ("end", 7), f"bert.encoder.layer.{i}", n_steps=4, method=method,
+                                    return_convergence_delta=True, captum_rounding=True)
+        assert rel(ours.attributions, theirs.detach()) < REL, i
+        assert abs(ours.convergence_delta[0] - float(delta[0])) < DELTA_TOL, i
 
 
 def test_masked_lm_and_base_model_targets_equal_captums(tmp_path):
