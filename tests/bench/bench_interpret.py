@@ -14,6 +14,9 @@ Both sides use the same threads (--threads, default 2: torch.set_num_threads, np
 OpenBLAS).  One process alternates the two sides round after round so that a shared machine's
 load falls on both alike; it prints each side's median and the median of the per-round ratios
 (npbert / torch: below 1 means npbert is faster).  Targets (issue 29): both ratios <= 1.0.
+On a loaded machine torch's two threads slow down far more than npbert's (measured: torch's
+two-thread time 3 to 15 times its one-thread time at load 10-14 on 2 cores), so run --threads 1
+too and quote figures from a quiet machine (docs/interpret.md, "Speed").
 
     python tests/bench/bench_interpret.py [--rounds 5] [--threads 2]
 """
