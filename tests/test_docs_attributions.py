@@ -138,7 +138,7 @@ def test_the_pages_attribute_code_and_the_check_can_fail():
     assert occurs("np.add.at", resolve("npbert/ops/embedding.py"))
     assert not occurs("one_hot", resolve("npbert/ops/embedding.py"))
     with pytest.raises(AssertionError, match="not one file"):
-        resolve("heads.py")                                    # the file became a package
+        resolve("npbert/modeling/heads.py")                    # the file became a package
     with pytest.raises(pytest.fail.Exception):
         resolve("BertAttention.forwrad")
 

@@ -31,6 +31,8 @@ COMMANDS = [
     "predict",
     "attention",
     "embed",
+    "attribute",
+    "head_importance",
 ]
 
 

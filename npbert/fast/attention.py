@@ -9,11 +9,12 @@ the softmax's row sums are an einsum).  The per-head products run batch row by b
 one BLAS thread each, and the scaling, masking and softmax between them on npbert's threads
 (`over_batch`), in place in one (B, N, F, T) array; the context can be written into a caller's
 buffer (`out=`), and the backward can free its cache as it goes (`free=`).  Same cache keys as
-the reference.
+the reference, and the same optional `record` dict (the scores, the gradients of the probabilities
+and of the head-mask values), filled with copies where this op works in place.
 """
 import numpy as np
 
-from npbert.ops.attention import check_attention_inputs
+from npbert.ops.attention import check_attention_inputs, head_mask_grad
 
 from .dropout import dropout_backward, dropout_forward
 from .parallel import over_batch
@@ -26,10 +27,11 @@ def _rows(a, start, stop):
 
 
 def attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=None, training=False, scale=None,
-                      out=None):
+                      out=None, record=None):
     """context = dropout(softmax(q k^T * scale + mask)) * head_mask @ v, as npbert/ops/attention.py's
     attention_forward (the same arguments), per batch row on threads; `out`: an array
-    (B, N, F, D) (a view is fine) to write the context into.
+    (B, N, F, D) (a view is fine) to write the context into; `record`: an optional dict that gets
+    record["attention_scores"] (B, N, F, T), a copy (the softmax overwrites the scores here).
 
     Returns (context (B, N, F, D), cache); cache["probs"] holds the probabilities as used
     (after dropout and head mask)."""
@@ -40,14 +42,19 @@ def attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=Non
     T = k.shape[2]
     scale = q.dtype.type(D ** -0.5 if scale is None else scale)
     scores = np.empty((B, N, F, T), dtype=q.dtype)                                # (B, N, F, T)
+    kept_scores = None if record is None else np.empty_like(scores)               # only when asked for
 
     def scores_and_softmax(a, b):                                                 # batch rows [a, b)
         s = np.matmul(q[a:b], k[a:b].transpose(0, 1, 3, 2), out=scores[a:b])      # q k^T
         s *= scale                                                                # / sqrt(D)
         if mask is not None:
             s += _rows(mask, a, b)
+        if kept_scores is not None:
+            kept_scores[a:b] = s                                                  # before the softmax overwrites it
         softmax_forward(s, out=s)                                                 # in place
     over_batch(scores_and_softmax, B)
+    if record is not None:
+        record["attention_scores"] = kept_scores
     cache = {"softmax": scores}                                                   # softmax's cache is its output
     probs, cache["dropout"] = dropout_forward(scores, dropout_p, rng, training)   # threaded draw and multiply
     if head_mask is not None:
@@ -62,13 +69,14 @@ def attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=Non
     return context, cache
 
 
-def attention_backward(dcontext, cache, dprobs=None, out=None, free=False):
+def attention_backward(dcontext, cache, dprobs=None, out=None, free=False, record=None):
     """dv = probs^T dcontext; dscores = softmax_backward(dropout_backward(dcontext v^T + dprobs) *
     head_mask) * scale; dq = dscores k; dk = dscores^T q: npbert/ops/attention.py's
     attention_backward, per batch row on threads.  dcontext: (B, N, F, D); dprobs: optional upstream gradient of cache["probs"] (someone
     read the attention probabilities); out: optional (dq, dk, dv) arrays to write into.
     free: empty the cache as soon as its arrays are read for the last time (a backward that
-    frees activations as it goes keeps its peak low this way).
+    frees activations as it goes keeps its peak low this way).  record: as the reference's
+    (record["attentions"] a copy: the array is worked on in place below).
 
     Returns (dq (B, N, F, D), dk (B, N, T, D), dv (B, N, T, D))."""
     q, k, v, probs = cache["q"], cache["k"], cache["v"], cache["probs"]
@@ -84,6 +92,9 @@ def attention_backward(dcontext, cache, dprobs=None, out=None, free=False):
     over_batch(through_weighted_values, B)
     if dprobs is not None:
         dprobs_total += dprobs
+    if record is not None:
+        record["attentions"] = dprobs_total.copy()                                # (B, N, F, T)
+        record["head_mask"] = head_mask_grad(dprobs_total, cache["softmax"], cache["dropout"], dropout_backward)
     # in the forward: probs = dropout(softmax(scores)) * head_mask
     if cache["head_mask"] is not None:
         dprobs_total *= np.asarray(cache["head_mask"], dtype=q.dtype)[None, :, None, None]

@@ -5,7 +5,16 @@
 
 Their fast twins (Q, K, V as one stacked GEMM, the context written in place, activations freed
 during the backward) are in npbert/modeling/fast.py.
+
+`record`: the forward and the backward of BertSelfAttention, BertAttention and BertLayer take an
+optional dict and put their intermediates there (the forward: query, key, value, attention_scores,
+attentions, context_layer; the backward: the gradients of the attention probabilities and of the
+head-mask values), for `model(..., output_intermediates=True)` and
+`model.backward(..., return_intermediate_grads=True)` (npbert/modeling/outputs.py).  None, the
+default, keeps nothing.
 """
+from npbert.ops.attention import head_mask_grad
+
 from .module import Module, ops_for_path
 
 
@@ -38,9 +47,10 @@ class BertSelfAttention(Module):
         B, N, T, D = x.shape
         return x.transpose(0, 2, 1, 3).reshape(B, T, N * D)
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None):
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, record=None):
         """hidden_states: (B, T, H); attention_mask: additive, broadcastable to (B, N, F, T)
-        (0 where attended, finfo.min where masked) or None; head_mask: (N,) or None.
+        (0 where attended, finfo.min where masked) or None; head_mask: (N,) or None; record: an
+        optional dict for the intermediates (see the module's docstring).
         Returns (context (B, F, H), probs (B, N, F, T), cache)."""
         F = ops_for_path()                   # npbert.ops, or its fast twins npbert.fast (module.py)
         cache = {}
@@ -64,10 +74,15 @@ class BertSelfAttention(Module):
 
         cache.update(query_layer=query_layer, key_layer=key_layer, value_layer=value_layer,
                      attention_probs=attention_probs, head_mask=head_mask)
+        if record is not None:         # references to arrays the forward made, none changed later
+            record.update(query=query_layer, key=key_layer, value=value_layer, attention_scores=attention_scores,
+                          attentions=attention_probs, context_layer=context_layer)
         return context_layer, attention_probs, cache
 
-    def backward(self, dcontext, cache, dprobs=None):
-        """dcontext: (B, F, H); dprobs: optional upstream gradient of the returned probs.
+    def backward(self, dcontext, cache, dprobs=None, record=None):
+        """dcontext: (B, F, H); dprobs: optional upstream gradient of the returned probs; record: an
+        optional dict that gets "attentions", the gradient of the probabilities as used (B, N, F, T),
+        and "head_mask", that of each head's head-mask value (N,).
         Returns (dhidden_states (B, T, H), grads).  Each step undoes one forward line, bottom up."""
         F = ops_for_path()
         query_layer, key_layer, value_layer = cache["query_layer"], cache["key_layer"], cache["value_layer"]
@@ -78,6 +93,11 @@ class BertSelfAttention(Module):
         dvalue_layer = attention_probs.transpose(0, 1, 3, 2) @ dcontext_layer       # (B, N, T, D)
         if dprobs is not None:
             dattention_probs = dattention_probs + dprobs                           # the probs were an output too
+        if record is not None:         # (not changed below: each step makes a new array)
+            record["attentions"] = dattention_probs
+            # in the forward: attention_probs = dropout(softmax(scores)) * head_mask: d/d head_mask[h]
+            record["head_mask"] = head_mask_grad(dattention_probs, cache["softmax"], cache["dropout"],
+                                                 F.dropout_backward)               # (N,)
         # in the forward: attention_probs = attention_probs * head_mask
         if head_mask is not None:
             dattention_probs = dattention_probs * head_mask[None, :, None, None]
@@ -140,16 +160,16 @@ class BertAttention(Module):
         self.self = BertSelfAttention(state, prefix + "self.")
         self.output = BertSelfOutput(state, prefix + "output.")
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None):
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, record=None):
         """(B, T, H) -> ((B, T, H), probs (B, N, T, T), cache)."""
-        context, probs, self_cache = self.self.forward(hidden_states, attention_mask, head_mask)
+        context, probs, self_cache = self.self.forward(hidden_states, attention_mask, head_mask, record)
         attention_output, output_cache = self.output.forward(context, hidden_states)
         return attention_output, probs, (self_cache, output_cache)
 
-    def backward(self, dout, cache, dprobs=None):
+    def backward(self, dout, cache, dprobs=None, record=None):
         self_cache, output_cache = cache
         dcontext, dresidual, grads = self.output.backward(dout, output_cache)
-        dx, g = self.self.backward(dcontext, self_cache, dprobs)
+        dx, g = self.self.backward(dcontext, self_cache, dprobs, record)
         grads.update(g)
         dx += dresidual                                                           # the residual path
         return dx, grads

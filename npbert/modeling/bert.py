@@ -10,7 +10,7 @@ from npbert.ops.attention_mask import get_extended_attention_mask
 
 from .embeddings import BertEmbeddings
 from .encoder import BertEncoder
-from .outputs import BaseModelOutputWithPoolingAndCrossAttentions
+from .outputs import BaseModelOutputWithPoolingAndCrossAttentions, IntermediateGrads, Intermediates
 from .pooler import BertPooler
 from .pretrained import BertPreTrainedModel
 
@@ -69,9 +69,16 @@ class BertModel(BertPreTrainedModel):
             input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds)
         if self._is_root:                   # (a head starts the step itself, its own dropout included)
             self.state.new_step()           # in training: this forward's dropout seed (modeling/module.py)
-        embedding_output, embeddings_cache = self.embeddings.forward(ids, types, positions, inputs_embeds)
+        replaced = self.state.replaced_outputs.get(self.prefix + "embeddings")
+        if replaced is None:
+            embedding_output, embeddings_cache = self.embeddings.forward(ids, types, positions, inputs_embeds)
+        else:                               # run from a given embeddings output (npbert.interpret)
+            embedding_output, embeddings_cache = self._check_replaced_embeddings(replaced, types.shape), None
+        records = [{} for _ in self.encoder.layer] if self.state.keep_intermediates else None
         sequence_output, hidden_states, attentions, encoder_cache = self.encoder.forward(
-            embedding_output, mask, head_mask, output_hidden_states, output_attentions)   # (B, T, H)
+            embedding_output, mask, head_mask, output_hidden_states, output_attentions, records=records)  # (B, T, H)
+        if records is not None:             # model(..., output_intermediates=True): pretrained.py
+            self.state.intermediates = Intermediates.from_records(embedding_output, records)
         pooled_output, pooler_cache = None, None
         if self.pooler is not None:
             pooled_output, pooler_cache = self.pooler.forward(sequence_output)     # (B, H)
@@ -85,8 +92,23 @@ class BertModel(BertPreTrainedModel):
                  "attentions": output_attentions}
         return output, cache
 
+    def _check_replaced_embeddings(self, value, shape):
+        """The array the embeddings' output is replaced by: (B, T, H) of the inputs, the model's dtype."""
+        value = np.asarray(value)
+        expected = tuple(shape) + (self.config.hidden_size,)
+        if value.shape != expected:
+            raise ValueError(f"the replacement for {self.prefix}embeddings' output has shape {value.shape}, "
+                             f"the inputs need {expected}")
+        if value.dtype != self.state.dtype:
+            raise TypeError(f"the replacement for {self.prefix}embeddings' output has dtype {value.dtype}, the "
+                            f"model computes in {np.dtype(self.state.dtype).name}")
+        return value
+
     def _backward(self, cache, last_hidden_state=None, pooler_output=None, hidden_states=None, attentions=None):
-        """Upstream gradients by output name -> (grads, d inputs_embeds (B, T, H))."""
+        """Upstream gradients by output name -> (grads, d inputs_embeds (B, T, H)).
+        With model.backward(..., return_intermediate_grads=True) (pretrained.py) it also leaves the
+        gradients of the hidden states, attention probabilities and head-mask values in
+        self.state.intermediate_grads."""
         B, T, H = cache["shape"]
         L, N = self.config.num_hidden_layers, self.config.num_attention_heads
         dtype = self.state.dtype
@@ -103,8 +125,9 @@ class BertModel(BertPreTrainedModel):
         dhidden = _upstream_list("hidden_states", hidden_states, L + 1, (B, T, H), dtype)
         dattn = _upstream_list("attentions", attentions, L, (B, N, T, T), dtype)
         # With frozen parameters (model.freeze) the backward ends at the lowest layer that has a
-        # trainable parameter: nothing below it needs a gradient.
-        stop = self._lowest_layer_needing_grad()
+        # trainable parameter: nothing below it needs a gradient (unless the intermediates' do).
+        records = [{} for _ in self.encoder.layer] if self.state.keep_intermediate_grads else None
+        stop = 0 if records is not None else self._lowest_layer_needing_grad()
         if stop == L and (self.pooler is None or not self.pooler.trainable("dense.weight")
                           and not self.pooler.trainable("dense.bias")):
             return {}, None                                  # the whole base model is frozen
@@ -117,10 +140,15 @@ class BertModel(BertPreTrainedModel):
                 dlast += dseq
         if stop == L:
             return grads, None                               # only the pooler is trainable
-        dembedding_output, g = self.encoder.backward(dlast, cache["encoder"], dhidden, dattn, stop=stop)
+        dembedding_output, g = self.encoder.backward(dlast, cache["encoder"], dhidden, dattn, stop=stop,
+                                                     records=records)
         grads.update(g)
-        if dembedding_output is None:
+        if records is not None:
+            self.state.intermediate_grads = IntermediateGrads.from_records(dembedding_output, records)
+        if dembedding_output is None:                    # everything below is frozen
             return grads, None
+        if cache["embeddings"] is None:                  # the embeddings' output was replaced (npbert.interpret):
+            return grads, dembedding_output              # model.inputs_embeds_grad is the replacement's gradient
         dinputs_embeds, g = self.embeddings.backward(dembedding_output, cache["embeddings"])
         grads.update(g)
         return grads, dinputs_embeds

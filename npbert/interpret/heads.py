@@ -1,0 +1,183 @@
+"""Head importance and the pruning curve: Michel, Levy & Neubig 2019, "Are Sixteen Heads Really
+Better than One?", as their code and transformers' bertology example compute it.
+
+Every head h of every layer gets a mask value xi_h multiplying its attention probabilities
+(probs = dropout(softmax(scores)) * xi; all ones leaves the model unchanged).  The importance of a
+head is how much the loss moves when its xi moves:
+
+    I_h = sum over batches |dL_batch / d xi_h|  /  (number of tokens seen)
+          ("batch": dL/dxi from model.backward(return_intermediate_grads=True).head_mask, the mean
+          loss of each batch, as bertology's head_mask.grad)
+    I_h = sum over batches, examples and tokens f |sum_t dL/dA[b,h,f,t] A[b,h,f,t]|  /  (tokens)
+          ("token": Michel et al.'s own code, |grad_ctx . ctx| per query token; the sum over (b, f)
+          inside the absolute value is the "batch" figure)
+
+then, per layer, divided by its L2 norm over the layer's heads (+1e-20), their default
+(`normalize_importance_by_layer=False` is their --dont_normalize_importance_by_layer), and
+optionally min-max scaled over all heads (bertology's global normalisation, off by default here
+as in Michel et al.'s code).  The attention entropy of every head (bertology's second table) comes
+along: -sum_t A log A per query token, summed over the real (unpadded) tokens, over the tokens.
+
+The pruning curve masks heads in order of increasing importance (xi = 0) and evaluates the loss
+(and the accuracy of a classifier) with each count masked.
+
+    L = layers, N = heads, B = batch, F = T = tokens
+"""
+import time
+
+import numpy as np
+
+from npbert.modeling import no_grad
+
+from .layers import inspecting
+
+
+class HeadImportance:
+    """importance (L, N) normalised as asked; raw (L, N) before normalisation (tokens divided);
+    entropy (L, N) mean attention entropy per token; tokens: how many real tokens were seen."""
+
+    def __init__(self, importance, raw, entropy, tokens, granularity):
+        self.importance, self.raw, self.entropy, self.tokens = importance, raw, entropy, tokens
+        self.granularity = granularity
+
+    def order(self):
+        """Heads from least to most important, as (layer, head) pairs."""
+        flat = np.argsort(self.importance, axis=None, kind="stable")
+        return [tuple(int(i) for i in np.unravel_index(k, self.importance.shape)) for k in flat]
+
+    def __repr__(self):
+        return f"HeadImportance(importance={self.importance.shape}, tokens={self.tokens}, {self.granularity!r})"
+
+
+def _check_batches(batches, what):
+    if not hasattr(batches, "__len__"):
+        batches = list(batches)
+    if len(batches) == 0:
+        raise ValueError(f"{what}: no batches")
+    return batches
+
+
+def _report(progress, done, total, t0, text):
+    if progress is not None:
+        elapsed = time.perf_counter() - t0
+        progress(done, total, elapsed, text)
+
+
+def head_importance(model, batches, normalize_importance_by_layer=True, normalize_global_importance=False,
+                    granularity="batch", head_mask=None, progress=None):
+    """Michel et al.'s head importance over `batches`: dicts the model takes, each with its labels
+    (the model computes the loss of the batch), e.g. from a DataCollatorWithPadding.
+
+    granularity: "batch" (bertology, the default) or "token" (Michel et al.'s code); see the
+    module's docstring.  head_mask: (L, N) values of xi to compute the importance at (ones by
+    default).  progress: called as progress(done, total, seconds, text) after every batch.
+    Returns a HeadImportance."""
+    if granularity not in ("batch", "token"):
+        raise ValueError(f"granularity must be 'batch' or 'token', got {granularity!r}")
+    batches = _check_batches(batches, "head_importance")
+    L, N = model.config.num_hidden_layers, model.config.num_attention_heads
+    if head_mask is not None:
+        head_mask = np.asarray(head_mask, dtype=model.state.dtype)
+        if head_mask.shape != (L, N):
+            raise ValueError(f"head_mask must be (layers, heads) = ({L}, {N}), got {head_mask.shape}")
+        if granularity == "token" and (head_mask == 0).any():
+            raise ValueError("granularity='token' reads each head's unmasked probabilities off the ones used: "
+                             "give a head_mask without zeros")
+    importance, entropy, tokens = np.zeros((L, N)), np.zeros((L, N)), 0
+    t0 = time.perf_counter()
+    with inspecting(model):
+        for step, batch in enumerate(batches):
+            out = model(**batch, head_mask=head_mask, output_attentions=True)
+            if out.get("loss") is None:
+                raise ValueError(f"head_importance: batch {step} gave no loss: each batch needs its labels")
+            _, igrads = model.backward(return_intermediate_grads=True)
+            real = _real_tokens(batch, out.attentions[0])                       # (B, F) 1/0
+            for layer, (A, dA) in enumerate(zip(out.attentions, igrads.attentions)):
+                if granularity == "batch":
+                    importance[layer] += np.abs(igrads.head_mask[layer])
+                else:                                     # A is xi * the head's probabilities: divide xi out
+                    xi = 1.0 if head_mask is None else head_mask[layer][None, :, None]
+                    per_token = np.einsum("bnft,bnft->bnf", dA, A) / xi                           # (B, N, F)
+                    importance[layer] += np.abs(per_token).sum(axis=(0, 2))
+                entropy[layer] += (_entropy(A) * real[:, None, :]).sum(axis=(0, 2))
+            tokens += int(real.sum())
+            _report(progress, step + 1, len(batches), t0, f"loss {float(out.loss):.4f}")
+    importance /= tokens
+    entropy /= tokens
+    raw = importance.copy()
+    if normalize_importance_by_layer:
+        importance /= np.sqrt((importance ** 2).sum(axis=-1, keepdims=True)) + 1e-20
+    if normalize_global_importance:
+        importance = (importance - importance.min()) / (importance.max() - importance.min())
+    return HeadImportance(importance, raw, entropy, tokens, granularity)
+
+
+def _real_tokens(batch, attention):
+    """(B, F): 1 for a real token, 0 for padding (attention_mask, or all ones)."""
+    mask = batch.get("attention_mask")
+    B, _, F, _ = attention.shape
+    return np.ones((B, F)) if mask is None else np.asarray(mask, dtype=np.float64).reshape(B, F)
+
+
+def _entropy(A):
+    """-sum_t A log A over the keys, 0 log 0 = 0: (B, N, F, T) -> (B, N, F)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(A > 0, A * np.log(np.where(A > 0, A, 1)), 0.0)
+    return -plogp.sum(axis=-1)
+
+
+class PruningCurve:
+    """masked: how many heads were masked at each point; loss and accuracy (None unless the model
+    is a classifier with class labels) there; order: the heads in the order they were masked."""
+
+    def __init__(self, masked, loss, accuracy, order):
+        self.masked, self.loss, self.accuracy, self.order = masked, loss, accuracy, order
+
+    def __repr__(self):
+        return f"PruningCurve(points={len(self.masked)}, masked={self.masked[0]}..{self.masked[-1]})"
+
+
+def pruning_curve(model, batches, importance, points=11, progress=None):
+    """Mask the heads in order of increasing `importance` (a HeadImportance, or an (L, N) array) and
+    evaluate on `batches` (as head_importance takes them) with 0, ..., L N heads masked, at
+    `points` evenly spaced counts.  Returns a PruningCurve."""
+    batches = _check_batches(batches, "pruning_curve")
+    scores = importance.importance if isinstance(importance, HeadImportance) else np.asarray(importance)
+    L, N = model.config.num_hidden_layers, model.config.num_attention_heads
+    if scores.shape != (L, N):
+        raise ValueError(f"importance must be (layers, heads) = ({L}, {N}), got {scores.shape}")
+    if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 2:
+        raise ValueError(f"points must be an integer >= 2, got {points!r}")
+    order = np.argsort(scores, axis=None, kind="stable")                         # least important first
+    counts = sorted({int(round(c)) for c in np.linspace(0, L * N, points)})
+    losses, accuracies = [], []
+    t0 = time.perf_counter()
+    for done, k in enumerate(counts):
+        mask = np.ones(L * N)
+        mask[order[:k]] = 0.0
+        loss, accuracy = evaluate(model, batches, mask.reshape(L, N))
+        losses.append(loss)
+        accuracies.append(accuracy)
+        _report(progress, done + 1, len(counts), t0, f"{k} heads masked: loss {loss:.4f}"
+                + ("" if accuracy is None else f", accuracy {accuracy:.4f}"))
+    heads = [tuple(int(i) for i in np.unravel_index(k, (L, N))) for k in order]
+    return PruningCurve(counts, losses, None if accuracies[0] is None else accuracies, heads)
+
+
+def evaluate(model, batches, head_mask=None):
+    """(mean loss over the examples, accuracy or None) of `model` on `batches` with `head_mask`.
+    The accuracy is computed for logits (B, K) and integer class labels (B,)."""
+    total, n, correct, classified = 0.0, 0, 0, True
+    with inspecting(model), no_grad():
+        for batch in batches:
+            out = model(**batch, head_mask=head_mask)
+            labels = np.asarray(batch.get("labels"))
+            B = len(labels)
+            total += float(out.loss) * B
+            n += B
+            logits = out.get("logits")
+            if classified and logits is not None and logits.ndim == 2 and np.issubdtype(labels.dtype, np.integer):
+                correct += int((logits.argmax(axis=-1) == labels).sum())
+            else:
+                classified = False
+    return total / n, (correct / n if classified else None)
