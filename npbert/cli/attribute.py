@@ -12,10 +12,8 @@ The model class comes from the checkpoint's config.json ("architectures"); the t
 The per-token scores are printed, and drawn to --output: a standalone HTML page (nothing from the
 network) or a PNG (needs matplotlib).  Every method is npbert.interpret's (docs/interpret.md).
 """
-import json
 import os
 import sys
-import warnings
 
 from npbert.cli.common import CliError, positive_int
 
@@ -26,10 +24,12 @@ def add_parser(commands):
     p = commands.add_parser("attribute", help="attribute a prediction to the input tokens (integrated gradients, "
                                               "rollout, ...) and draw it", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, metavar="DIR", help="a checkpoint directory with vocab.txt")
-    p.add_argument("--text", required=True)
+    p.add_argument("--text", required=True, help="the text whose prediction is explained")
     p.add_argument("--text_pair", help="a second segment (a question's context, a sentence pair's second)")
     p.add_argument("--target", help="what to explain (see above); default: the model's prediction")
-    p.add_argument("--method", choices=METHODS, default="ig")
+    p.add_argument("--method", choices=METHODS, default="ig",
+                   help="ig: integrated gradients; conductance: at --layer; rollout / flow / grad_rollout: from "
+                        "the attention maps (docs/interpret.md)")
     p.add_argument("--layer", default=None,
                    help="the layer attributed to: bert.embeddings (default) or bert.embeddings.word_embeddings; "
                         "with --method conductance an encoder layer, bert.encoder.layer.I (default: the last)")
@@ -38,8 +38,11 @@ def add_parser(commands):
                    help="gausslegendre | riemann_left | riemann_right | riemann_middle | riemann_trapezoid")
     p.add_argument("--internal_batch_size", type=positive_int, default=None,
                    help="rows per forward during the integration (default: 10 points at a time)")
-    p.add_argument("--max_seq_length", type=positive_int, default=128)
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--max_seq_length", type=positive_int, default=None,
+                   help="tokens kept, [CLS] and [SEP] included (default: 128, or the model's "
+                        "max_position_embeddings if smaller)")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                   help="the dtype the model runs in (float64 for sums that must close to round-off)")
     p.add_argument("--output", required=True, help="FILE.html (standalone page) or FILE.png (matplotlib)")
     p.set_defaults(run=run)
 
@@ -55,30 +58,24 @@ def progress_printer(what):
     return report
 
 
-def load_model(directory, dtype):
-    """(model, tokenizer) from a checkpoint directory; the class named by config.json's architectures."""
+def load_model(args):
+    """(model, tokenizer) from --model, the class named by config.json's architectures; the
+    loading notes printed (cli.common.load_checkpoint); --max_seq_length checked against the model."""
     import numpy as np
 
     import npbert
-    if not os.path.isdir(directory):
-        raise CliError(f"--model {directory}: not a directory")
-    try:
-        with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
-            architectures = json.load(f).get("architectures") or ["BertModel"]
-    except (OSError, ValueError) as e:
-        raise CliError(f"--model {directory}: config.json: {e}") from None
-    cls = getattr(npbert, architectures[0], None)
+    from npbert.cli.common import load_checkpoint, load_tokenizer, read_model_config, resolve_max_seq_length
+    config = read_model_config(args.model, "--model")
+    name = (getattr(config, "architectures", None) or ["BertModel"])[0]
+    cls = getattr(npbert, name, None)
     if cls is None or not isinstance(cls, type) or not issubclass(cls, npbert.BertPreTrainedModel):
-        print(f"note: config.json names {architectures[0]!r}, not an npbert class; using BertModel", file=sys.stderr)
+        print(f"note: config.json names {name!r}, not an npbert class; using BertModel", file=sys.stderr)
         cls = npbert.BertModel
-    try:
-        tokenizer = npbert.BertTokenizer.from_pretrained(directory)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")              # weights of another head than the one loaded
-            model = cls.from_pretrained(directory, dtype=np.dtype(dtype).type)
-    except (OSError, ValueError, KeyError) as e:
-        raise CliError(f"--model {directory}: {e}") from None
-    return model.eval(), tokenizer
+    if args.max_seq_length is None:          # the default needs no note: a text is cut only where the model ends
+        args.max_seq_length = min(128, int(config.max_position_embeddings))
+    args.max_seq_length = resolve_max_seq_length(args.max_seq_length, config, where=f" ({args.model})")
+    model = load_checkpoint(cls, args.model, "--model", dtype=np.dtype(args.dtype).type)
+    return model.eval(), load_tokenizer(args.model, "--model")
 
 
 def parse_target(model, tokenizer, text, enc):
@@ -170,7 +167,7 @@ def run(args):
         except ImportError:
             raise CliError("a .png needs matplotlib: pip install matplotlib (or npbert[plot]); or write --output "
                            "FILE.html") from None
-    model, tokenizer = load_model(args.model, args.dtype)
+    model, tokenizer = load_model(args)
     enc = tokenizer(args.text, args.text_pair, truncation=True, max_length=args.max_seq_length, return_tensors="np",
                     return_special_tokens_mask=True)
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist())

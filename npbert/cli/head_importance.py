@@ -20,19 +20,22 @@ def add_parser(commands):
                                                     "the pruning curve", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, metavar="DIR", help="a fine-tuned BertForSequenceClassification")
     p.add_argument("--validation_file", required=True, help="labelled examples (.csv, .tsv, .json, .jsonl)")
-    p.add_argument("--text_column_name")
-    p.add_argument("--text_pair_column_name")
-    p.add_argument("--label_column_name")
-    p.add_argument("--max_seq_length", type=positive_int, default=128)
-    p.add_argument("--per_device_eval_batch_size", type=positive_int, default=16)
+    p.add_argument("--text_column_name", help="the column holding the text (default: found by name, as finetune)")
+    p.add_argument("--text_pair_column_name", help="the column holding the second text of a pair")
+    p.add_argument("--label_column_name", help="the column holding the label")
+    p.add_argument("--max_seq_length", type=positive_int, default=None,
+                   help="tokens per example, [CLS] and [SEP] included (default: 128, or the model's "
+                        "max_position_embeddings if smaller)")
+    p.add_argument("--per_device_eval_batch_size", type=positive_int, default=16, help="examples per forward")
     p.add_argument("--max_examples", type=positive_int, default=None, help="use only the first N examples")
     p.add_argument("--granularity", choices=("batch", "token"), default="batch",
                    help="|dL/dxi| of each batch (bertology) or of each token (Michel et al.'s code)")
-    p.add_argument("--dont_normalize_importance_by_layer", action="store_true")
+    p.add_argument("--dont_normalize_importance_by_layer", action="store_true",
+                   help="keep the raw scores (bertology normalises each layer's by its L2 norm)")
     p.add_argument("--normalize_global_importance", action="store_true", help="min-max scale over all heads")
     p.add_argument("--pruning_points", type=non_negative_int, default=11,
                    help="points on the pruning curve, 0 for none (default 11: 0%%, 10%%, ..., 100%% masked)")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="the dtype the model runs in")
     p.add_argument("--output_dir", default=".", help="where the json and pictures go (default: here)")
     p.set_defaults(run=run)
 
@@ -81,7 +84,7 @@ def run(args):
     import npbert.interpret as ni
     from npbert.cli.attribute import load_model, progress_printer
     from npbert.io._atomic import atomic_write
-    model, tokenizer = load_model(args.model, args.dtype)
+    model, tokenizer = load_model(args)
     if not isinstance(model, npbert.BertForSequenceClassification):
         raise CliError(f"--model {args.model}: head-importance needs a BertForSequenceClassification checkpoint, "
                        f"this one is {type(model).__name__}")

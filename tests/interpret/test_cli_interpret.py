@@ -67,6 +67,7 @@ def test_a_named_target_and_a_png(classifier_dir, tmp_path, capsys):
     (["--layer", "bert.nope"], "layer 'bert.nope' does not exist in BertForSequenceClassification"),
     (["--integration", "simpson"], "unknown integration method 'simpson'"),
     (["--method", "conductance", "--layer", "bert.encoder.layer.5"], "layer 'bert.encoder.layer.5' does not exist"),
+    (["--max_seq_length", "33"], "--max_seq_length 33 is more than the model"),     # the fixture's model takes 32
 ])
 def test_mistakes_are_one_line(classifier_dir, tmp_path, capsys, flags, message):
     status = main(["attribute", "--model", classifier_dir, "--text", "hello world", "--n_steps", "2",
