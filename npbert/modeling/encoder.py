@@ -7,7 +7,7 @@ the backward goes) are in npbert/modeling/fast.py.
 """
 from .attention import BertAttention
 from .feed_forward import BertIntermediate, BertOutput
-from .module import Module
+from .module import Module, ModuleList
 
 
 class BertLayer(Module):
@@ -42,7 +42,8 @@ class BertEncoder(Module):
 
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
-        self.layer = [BertLayer(state, f"{prefix}layer.{i}.") for i in range(self.config.num_hidden_layers)]
+        self.layer = ModuleList(state, prefix + "layer.", [BertLayer(state, f"{prefix}layer.{i}.")
+                                                           for i in range(self.config.num_hidden_layers)])
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None,
                 output_hidden_states=False, output_attentions=False):
