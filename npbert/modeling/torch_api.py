@@ -30,8 +30,10 @@ class TorchModuleAPI:
                                f"{type(self).__name__}, which has been called again since (call {self._forward_id}); "
                                "only the last call's activations are kept: call backward() on the last loss")
         grads = self._run_backward(retain_graph, {"loss": scale})
-        params = self.state.params
+        params, frozen = self.state.params, self.state.frozen
         for name, g in grads.items():
+            if name in frozen:                      # (a Linear computes dW and db together when one is trainable)
+                continue
             p = params[name]
             if p.grad is None:
                 p.grad = g if g.flags.writeable else g.copy()
