@@ -6,6 +6,7 @@ head's size, so that their predictions are not all ties; each directory holds Mi
 files, so transformers and npbert read the same vocabulary and the same weights.  `tiny64` is a
 small random BERT whose attention heads have 64 dimensions, as bert-base's, for the listings that
 write 64 into their code."""
+import importlib.util
 import os
 import shutil
 import warnings
@@ -34,6 +35,20 @@ def torch_side():
     transformers = pytest.importorskip("transformers")
     torch.set_num_threads(2)
     return torch, transformers
+
+
+@pytest.fixture(scope="session")
+def bert_adam_reference():
+    """pytorch-pretrained-bert 0.6.2's BertAdam (the course's BERTAdam).  Its package __init__ wants
+    boto3, so its optimization.py is loaded alone (as tests/optim does)."""
+    spec = importlib.util.find_spec("pytorch_pretrained_bert")
+    if spec is None:
+        pytest.skip("pytorch-pretrained-bert 0.6.2 not installed (CI installs it)")
+    path = os.path.join(spec.submodule_search_locations[0], "optimization.py")
+    module_spec = importlib.util.spec_from_file_location("ppb_optimization_for_tutorials", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.BertAdam
 
 
 def _save(model, directory, minilm):
