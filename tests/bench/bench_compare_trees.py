@@ -1,7 +1,8 @@
 """Benchmark: the same npbert step from two source trees (say, before and after a change), and
 the NumPy GEMM floor, taking turns run by run, so that a shared machine's changing load falls
 on all alike.  Each side runs in its own long-lived process (2 threads each), built from that
-tree's own benchmark runners; the ratios printed are medians of round-by-round ratios.
+tree's own benchmark runners; the ratios printed are medians of round-by-round ratios, of wall
+time and of CPU time.
 
     git worktree add /tmp/before <commit>          # or: git archive <commit> | tar -x -C /tmp/before
     python tests/bench/bench_compare_trees.py /tmp/before . --step bert-base-train --rounds 7
@@ -52,11 +53,11 @@ def worker(tree, step, impl, path, style="dict"):
     run()                                                    # warm-up
     print("ready", flush=True)
     for _ in sys.stdin:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = run()
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         del out
-        print(elapsed, flush=True)
+        print(elapsed, cpu, flush=True)
 
 
 def main():
@@ -85,11 +86,14 @@ def main():
         if proc.stdout.readline().strip() != "ready":
             sys.exit(f"the {name} worker did not start")
     times = {name: [] for name in procs}
+    cpu = {name: [] for name in procs}
     for _ in range(args.rounds):
         for name, proc in procs.items():
             proc.stdin.write("go\n")
             proc.stdin.flush()
-            times[name].append(float(proc.stdout.readline()))
+            wall, used = proc.stdout.readline().split()
+            times[name].append(float(wall))
+            cpu[name].append(float(used))
     for proc in procs.values():
         proc.stdin.close()
         proc.wait(timeout=600)
@@ -99,6 +103,11 @@ def main():
     for a, b in (("after", "before"), ("before", "floor"), ("after", "floor")):
         r = [x / y for x, y in zip(times[a], times[b])]
         print(f"  {a} / {b:7s} {statistics.median(r):5.2f}x (rounds {min(r):.2f}..{max(r):.2f})")
+    # CPU time (all of a process's threads): less swayed than wall time by other jobs taking the
+    # cores, though they still share caches and memory bandwidth.
+    r = [x / y for x, y in zip(cpu["after"], cpu["before"])]
+    print(f"  CPU time after / before {statistics.median(r):5.2f}x (rounds {min(r):.2f}..{max(r):.2f}); "
+          f"medians {statistics.median(cpu['after']):.3f} s / {statistics.median(cpu['before']):.3f} s")
 
 
 if __name__ == "__main__":

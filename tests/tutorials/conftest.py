@@ -5,7 +5,9 @@ the tutorials' fine-tuned checkpoints have are drawn by npbert (seeded) and scal
 head's size, so that their predictions are not all ties; each directory holds MiniLM's tokenizer
 files, so transformers and npbert read the same vocabulary and the same weights.  `tiny64` is a
 small random BERT whose attention heads have 64 dimensions, as bert-base's, for the listings that
-write 64 into their code."""
+write 64 into their code; `small_cls` a small random sequence classifier (hidden 64, 2 layers, MiniLM's
+vocabulary) for the training loops of a course whose checkpoint (Chinese BERT-wwm) is not available:
+a step of a 22M-parameter model in float64 costs seconds on each side and shows nothing more."""
 import importlib.util
 import os
 import shutil
@@ -60,7 +62,7 @@ def _save(model, directory, minilm):
 
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory, minilm):
-    """{kind: directory}, made on first use: pretraining, mrpc, sst2, ner, qa, tiny64."""
+    """{kind: directory}, made on first use: pretraining, mrpc, sst2, ner, qa, tiny64, small_cls."""
     root = tmp_path_factory.mktemp("tutorial_checkpoints")
     made = {}
 
@@ -85,6 +87,11 @@ def checkpoints(tmp_path_factory, minilm):
             elif kind == "qa":
                 model = npbert.BertForQuestionAnswering.from_pretrained(minilm)
                 model.qa_outputs.weight[...] = rng.normal(0, 0.3, size=(2, 384))
+            elif kind == "small_cls":
+                config = npbert.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                           intermediate_size=128, num_labels=2)
+                model = npbert.BertForSequenceClassification(config, seed=4)
+                model.classifier.weight[...] = rng.normal(0, 0.3, size=(2, 64))
             elif kind == "tiny64":
                 config = npbert.BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                                            intermediate_size=256)
