@@ -3,6 +3,7 @@ checkpoint directories (the formats themselves are npbert/io)."""
 import contextlib
 import inspect
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -19,6 +20,18 @@ def _no_init():
         yield
     finally:
         _SKIP_INIT[0] = False
+
+
+_NPBERT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _user_stacklevel():
+    """warnings.warn's stacklevel for the caller's first frame outside npbert, so that a loading
+    warning names the user's line also when an Auto class or the Trainer called from_pretrained."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_NPBERT_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class CheckpointMixin:
@@ -68,7 +81,7 @@ class CheckpointMixin:
         if stored.get("model_type", "bert") != "bert":
             warnings.warn(f"{config_source} has model_type={stored['model_type']!r}: you are using a model of "
                           f"that type to instantiate {cls.__name__} (BERT); this is not supported for all "
-                          "configurations and can yield errors", stacklevel=2)
+                          "configurations and can yield errors", stacklevel=_user_stacklevel())
         try:
             if config is None:
                 config = BertConfig.from_dict(stored, **config_overrides)
@@ -98,10 +111,10 @@ class CheckpointMixin:
                              f"does not have: {missing}")
         if result.unexpected:
             warnings.warn(f"Some weights of {weights_file} were not used when initializing {cls.__name__}: "
-                          f"{result.unexpected}", stacklevel=2)
+                          f"{result.unexpected}", stacklevel=_user_stacklevel())
         if fresh:
             warnings.warn(f"Some weights of {cls.__name__} were not in {weights_file} and are newly "
-                          f"initialized: {fresh}", stacklevel=2)
+                          f"initialized: {fresh}", stacklevel=_user_stacklevel())
         model._init_weights(fresh)
         dtype = model.state.dtype
         for name, value in result.state_dict.items():

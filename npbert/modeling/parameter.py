@@ -124,6 +124,9 @@ class Parameter(np.ndarray):
 
     @requires_grad.setter
     def requires_grad(self, value):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"requires_grad of parameter {self._name!r} must be a bool (as torch's), "
+                            f"got {type(value).__name__} {value!r}")
         frozen = self._owner("requires_grad").frozen
         if value:
             frozen.discard(self._name)

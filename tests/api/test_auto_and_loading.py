@@ -144,3 +144,15 @@ def test_scheduler_type_is_transformers():
         optim.SchedulerType("cosine_restarts")
     for name in ("AdamW", "get_scheduler", "get_linear_schedule_with_warmup", "get_cosine_schedule_with_warmup"):
         assert getattr(npbert, name) is getattr(optim, name)
+
+
+def test_loading_warnings_name_the_callers_line(saved):
+    """A loading warning points at the user's line, also through an Auto class (npbert's own
+    frames are skipped), so that a reader sees which call loaded the fresh head."""
+    for load in (npbert.BertForSequenceClassification.from_pretrained,
+                 npbert.AutoModelForSequenceClassification.from_pretrained):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            load(saved, num_labels=2)
+        fresh = [w for w in caught if "newly initialized" in str(w.message)]
+        assert len(fresh) == 1 and fresh[0].filename == __file__, [(w.filename, str(w.message)[:60]) for w in caught]

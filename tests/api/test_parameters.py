@@ -250,6 +250,9 @@ def test_bad_parameters_are_named():
         p.grad = np.zeros((3, 16))
     with pytest.raises(TypeError, match=r"grad of parameter 'classifier.weight' has dtype float32"):
         p.grad = np.zeros((2, 16), dtype=np.float32)
+    with pytest.raises(TypeError, match=r"requires_grad of parameter 'classifier.weight' must be a bool"):
+        p.requires_grad = "no"                                   # truthy: it would have unfrozen it
+    assert p.requires_grad is True
     with pytest.raises(TypeError, match="item 0 is a plain numpy array"):
         optim.AdamW([np.zeros(3)])
     with pytest.raises(TypeError, match="computed from a parameter"):
