@@ -159,9 +159,19 @@ class BertConfig:
         return cls.from_dict(read_config_dict(path), **overrides)
 
     @classmethod
-    def from_pretrained(cls, path, **overrides):
-        """`path`: a directory holding config.json or bert_config.json, or a JSON file."""
-        return cls.from_json_file(find_config_file(path), **overrides)
+    def from_pretrained(cls, path, return_unused_kwargs=False, **overrides):
+        """`path`: a directory holding config.json or bert_config.json, or a JSON file.  Keywords
+        override the stored fields; the ones that only concern a model hub (`cache_dir`,
+        `revision`, `local_files_only`, ...: npbert/io/hub.py) and `from_tf` are accepted and do
+        nothing (npbert reads local files only)."""
+        from npbert.io.hub import hub_name_message, pop_hub_keywords
+        pop_hub_keywords(overrides)
+        overrides.pop("from_tf", None)
+        if not os.path.exists(os.fspath(path)):
+            raise FileNotFoundError(f"BertConfig.from_pretrained: '{os.fspath(path)}' is not a directory or a config "
+                                    "file." + hub_name_message(os.fspath(path), "configs", "AutoConfig"))
+        config = cls.from_json_file(find_config_file(path), **overrides)
+        return (config, {}) if return_unused_kwargs else config
 
     def __eq__(self, other):
         return isinstance(other, BertConfig) and self.to_dict() == other.to_dict()

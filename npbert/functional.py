@@ -29,9 +29,15 @@ compute the same numbers), each a forward returning (out, cache) and a backward 
                                                                    BertSelfAttention runs between its
                                                                    projections
 
+torch.nn.functional's names for what tutorials compute on a model's outputs (no backward):
+
+    softmax(input, dim) / log_softmax(input, dim)                  along axis `dim`, as F.softmax(logits, dim=1)
+
 Shapes and formulas: docs/ (one page per module); testing other implementations against these:
 docs/testing_your_bert.md.
 """
+import numpy as _np
+
 from npbert.ops.activations import (gelu_backward, gelu_fast_backward, gelu_fast_forward, gelu_forward,
                                     gelu_new_backward, gelu_new_forward, gelu_pytorch_tanh_backward,
                                     gelu_pytorch_tanh_forward, get_activation, quick_gelu_backward,
@@ -49,4 +55,22 @@ from npbert.ops.pooling import mean_pooling_backward, mean_pooling_forward, norm
 from npbert.ops.softmax import softmax_backward, softmax_forward
 
 
-__all__ = [n for n in dir() if n.endswith(("_forward", "_backward")) or n in ("get_activation", "DropoutKey", "get_extended_attention_mask")]
+def softmax(input, dim):
+    """torch.nn.functional.softmax(input, dim): softmax_forward along axis `dim`, the input's dtype kept."""
+    x = _np.asarray(input)
+    if not _np.issubdtype(x.dtype, _np.floating):
+        raise TypeError(f"softmax needs a floating-point array, got dtype {x.dtype}")
+    return _np.moveaxis(softmax_forward(_np.moveaxis(x, dim, -1))[0], -1, dim)
+
+
+def log_softmax(input, dim):
+    """torch.nn.functional.log_softmax(input, dim): x - max - log(sum(exp(x - max))) along axis `dim`."""
+    x = _np.asarray(input)
+    if not _np.issubdtype(x.dtype, _np.floating):
+        raise TypeError(f"log_softmax needs a floating-point array, got dtype {x.dtype}")
+    shifted = x - x.max(axis=dim, keepdims=True)
+    return shifted - _np.log(_np.exp(shifted).sum(axis=dim, keepdims=True))
+
+
+__all__ = [n for n in dir() if n.endswith(("_forward", "_backward"))
+           or n in ("get_activation", "DropoutKey", "get_extended_attention_mask", "softmax", "log_softmax")]

@@ -56,28 +56,34 @@ _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _ZIP_SIGNATURE = b"PK\x03\x04"
 
 
-def find_weights_file(path):
+def find_weights_file(path, from_tf=False):
     """The weights file ``read_state_dict`` would use for ``path``.
 
     For a directory, the first of model.safetensors, model.safetensors.index.json,
     pytorch_model.bin, pytorch_model.bin.index.json, tf_model.h5,
     bert_model.ckpt.index, model.ckpt.index, model.h5, npbert_model.h5 that
-    exists.  For a TF checkpoint given by prefix (``.../bert_model.ckpt``),
-    the ``.index`` file.  Otherwise ``path`` itself.
+    exists; with ``from_tf=True`` (transformers' keyword), the first TensorFlow one
+    (tf_model.h5, bert_model.ckpt.index, model.ckpt.index), and an error if there is
+    none.  For a TF checkpoint given by prefix (``.../bert_model.ckpt``), the
+    ``.index`` file.  Otherwise ``path`` itself.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
-        for name, _ in _DIRECTORY_FILES:
+        names = [(n, f) for n, f in _DIRECTORY_FILES if not from_tf or f in (KERAS_H5, TF_CHECKPOINT)]
+        for name, _ in names:
             candidate = os.path.join(path, name)
             if os.path.isfile(candidate):
                 return candidate
         raise CheckpointError(
-            f"{path}: no weights file found (looked for "
-            + ", ".join(n for n, _ in _DIRECTORY_FILES) + ")")
+            f"{path}: no {'TensorFlow ' if from_tf else ''}weights file found (looked for "
+            + ", ".join(n for n, _ in names) + ")" + (" (from_tf=True)" if from_tf else ""))
     if not os.path.exists(path) and os.path.isfile(path + ".index"):
-        return path + ".index"
+        path = path + ".index"
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: no such file or directory")
+    if from_tf and detect_format(path) not in (KERAS_H5, TF_CHECKPOINT):
+        raise CheckpointError(f"{path}: from_tf=True, but this is a {detect_format(path)} file, not a TensorFlow "
+                              "checkpoint (bert_model.ckpt.index or tf_model.h5); leave from_tf out to read it")
     return path
 
 

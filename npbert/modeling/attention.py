@@ -16,6 +16,7 @@ default, keeps nothing.
 from npbert.ops.attention import head_mask_grad
 
 from .module import Module, ops_for_path
+from .nn import Dropout, LayerNorm, Linear
 
 
 class BertSelfAttention(Module):
@@ -32,9 +33,10 @@ class BertSelfAttention(Module):
         self.num_attention_heads = self.config.num_attention_heads                # N
         self.attention_head_size = H // self.num_attention_heads                  # D
         self.scaling = self.attention_head_size ** -0.5
-        self.add_linear("query", H, H)
-        self.add_linear("key", H, H)
-        self.add_linear("value", H, H)
+        self.query = Linear(state, prefix + "query.", H, H)
+        self.key = Linear(state, prefix + "key.", H, H)
+        self.value = Linear(state, prefix + "value.", H, H)
+        self.dropout = Dropout(state, prefix + "dropout.", self.config.attention_probs_dropout_prob)
 
     def split_heads(self, x):
         """(B, T, H) -> (B, N, T, D), a view."""
@@ -127,8 +129,9 @@ class BertSelfOutput(Module):
     def __init__(self, state, prefix, in_features=None):
         super().__init__(state, prefix)
         H = self.config.hidden_size
-        self.add_linear("dense", in_features or H, H)
-        self.add_layer_norm("LayerNorm", H)
+        self.dense = Linear(state, prefix + "dense.", in_features or H, H)
+        self.LayerNorm = LayerNorm(state, prefix + "LayerNorm.", H, self.config.layer_norm_eps)
+        self.dropout = Dropout(state, prefix + "dropout.", self.config.hidden_dropout_prob)
 
     def forward(self, hidden_states, input_tensor):
         F = ops_for_path()

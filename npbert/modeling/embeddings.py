@@ -6,19 +6,7 @@
 import numpy as np
 
 from .module import Module, ops_for_path
-
-
-def _as_int_array(name, value):
-    a = np.asarray(value)
-    if a.dtype == object or not (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
-        raise TypeError(f"{name} must be an integer array, got dtype {a.dtype}")
-    return a.astype(np.int64, copy=False)
-
-
-def _check_range(name, ids, high, what):
-    if ids.size and (ids.min() < 0 or ids.max() >= high):
-        bad = ids[(ids < 0) | (ids >= high)]
-        raise IndexError(f"{name} has values outside [0, {high}) ({what}): e.g. {bad.ravel()[:5].tolist()}")
+from .nn import Dropout, Embedding, LayerNorm, as_int_array, check_range
 
 
 class BertEmbeddings(Module):
@@ -27,10 +15,14 @@ class BertEmbeddings(Module):
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
         c = self.config
-        self.add_param("word_embeddings.weight", (c.vocab_size, c.hidden_size), ("embedding", c.pad_token_id))
-        self.add_param("position_embeddings.weight", (c.max_position_embeddings, c.hidden_size), ("embedding", None))
-        self.add_param("token_type_embeddings.weight", (c.type_vocab_size, c.hidden_size), ("embedding", None))
-        self.add_layer_norm("LayerNorm", c.hidden_size)
+        self.word_embeddings = Embedding(state, prefix + "word_embeddings.", c.vocab_size, c.hidden_size,
+                                         padding_idx=c.pad_token_id)
+        self.position_embeddings = Embedding(state, prefix + "position_embeddings.", c.max_position_embeddings,
+                                             c.hidden_size)
+        self.token_type_embeddings = Embedding(state, prefix + "token_type_embeddings.", c.type_vocab_size,
+                                               c.hidden_size)
+        self.LayerNorm = LayerNorm(state, prefix + "LayerNorm.", c.hidden_size, c.layer_norm_eps)
+        self.dropout = Dropout(state, prefix + "dropout.", c.hidden_dropout_prob)
 
     def prepare_inputs(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
         """Check the inputs and fill in the defaults (token types 0, positions 0..T-1), as
@@ -40,10 +32,10 @@ class BertEmbeddings(Module):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
         if input_ids is not None:
-            input_ids = _as_int_array("input_ids", input_ids)
+            input_ids = as_int_array("input_ids", input_ids)
             if input_ids.ndim != 2:
                 raise ValueError(f"input_ids must be 2-D (batch, sequence), got shape {input_ids.shape}")
-            _check_range("input_ids", input_ids, c.vocab_size, "vocab_size")
+            check_range("input_ids", input_ids, c.vocab_size, "vocab_size")
             B, T = input_ids.shape
         else:
             inputs_embeds = np.asarray(inputs_embeds)
@@ -63,21 +55,21 @@ class BertEmbeddings(Module):
                                  f"{c.max_position_embeddings}")
             position_ids = np.broadcast_to(np.arange(T, dtype=np.int64), (B, T))
         else:
-            position_ids = _as_int_array("position_ids", position_ids)
+            position_ids = as_int_array("position_ids", position_ids)
             try:
                 position_ids = np.broadcast_to(position_ids, (B, T))
             except ValueError:
                 raise ValueError(f"position_ids of shape {position_ids.shape} does not fit the inputs "
                                  f"(batch {B}, sequence {T})") from None
-            _check_range("position_ids", position_ids, c.max_position_embeddings, "max_position_embeddings")
+            check_range("position_ids", position_ids, c.max_position_embeddings, "max_position_embeddings")
 
         if token_type_ids is None:
             token_type_ids = np.zeros((B, T), dtype=np.int64)
         else:
-            token_type_ids = _as_int_array("token_type_ids", token_type_ids)
+            token_type_ids = as_int_array("token_type_ids", token_type_ids)
             if token_type_ids.shape != (B, T):
                 raise ValueError(f"token_type_ids has shape {token_type_ids.shape}, the inputs are ({B}, {T})")
-            _check_range("token_type_ids", token_type_ids, c.type_vocab_size, "type_vocab_size")
+            check_range("token_type_ids", token_type_ids, c.type_vocab_size, "type_vocab_size")
 
         return input_ids, token_type_ids, position_ids, inputs_embeds
 

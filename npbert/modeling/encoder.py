@@ -11,7 +11,7 @@ default, keeps nothing.
 """
 from .attention import BertAttention
 from .feed_forward import BertIntermediate, BertOutput
-from .module import Module
+from .module import Module, ModuleList
 
 
 class BertLayer(Module):
@@ -51,7 +51,8 @@ class BertEncoder(Module):
 
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
-        self.layer = [BertLayer(state, f"{prefix}layer.{i}.") for i in range(self.config.num_hidden_layers)]
+        self.layer = ModuleList(state, prefix + "layer.", [BertLayer(state, f"{prefix}layer.{i}.")
+                                                           for i in range(self.config.num_hidden_layers)])
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None,
                 output_hidden_states=False, output_attentions=False, records=None):

@@ -5,10 +5,9 @@
 BertIntermediate's fast twin (the GELU backward reading Phi off the forward's output, in the
 memory of its upstream gradient) is in npbert/modeling/fast.py.
 """
-from npbert.ops.activations import get_activation
-
 from .attention import BertSelfOutput
 from .module import Module, ops_for_path
+from .nn import Linear, activation
 
 
 class BertIntermediate(Module):
@@ -16,8 +15,8 @@ class BertIntermediate(Module):
 
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
-        self.add_linear("dense", self.config.hidden_size, self.config.intermediate_size)
-        get_activation(self.config.hidden_act)          # an unknown name fails here, when the model is built
+        self.dense = Linear(state, prefix + "dense.", self.config.hidden_size, self.config.intermediate_size)
+        self.intermediate_act_fn = activation(state, prefix + "intermediate_act_fn.", self.config.hidden_act)
 
     def forward(self, hidden_states):
         F = ops_for_path()

@@ -3,6 +3,7 @@ checkpoint directories (the formats themselves are npbert/io)."""
 import contextlib
 import inspect
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -21,27 +22,51 @@ def _no_init():
         _SKIP_INIT[0] = False
 
 
+_NPBERT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _user_stacklevel():
+    """warnings.warn's stacklevel for the caller's first frame outside npbert, so that a loading
+    warning names the user's line also when an Auto class or the Trainer called from_pretrained."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_NPBERT_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 class CheckpointMixin:
     @classmethod
-    def from_pretrained(cls, path, dtype=np.float32, config=None, **kwargs):
+    def from_pretrained(cls, path, dtype=np.float32, config=None, from_tf=False, output_loading_info=False,
+                        **kwargs):
         """Load `path`: a directory holding a config and one weights file, or a weights file.
 
         Formats: model.safetensors, pytorch_model.bin, tf_model.h5, Google's bert_model.ckpt,
-        npbert .h5.  `config`: a BertConfig to use instead of the stored one.  Other keywords
-        are config fields (`num_labels=3`, `output_attentions=True`, ...) that override the
-        loaded config, or options of the class's constructor (`add_pooling_layer=False`); any
-        other keyword is an error, and a config whose `model_type` is not "bert" a warning.
-        Keys the class does not use are named in a warning; a missing task head (or pooler) is
-        initialised fresh with a warning naming its keys; any other missing key, or a shape
-        that does not fit, is an error naming the key.
+        npbert .h5; `from_tf=True` reads the directory's TensorFlow checkpoint (tf_model.h5 or
+        bert_model.ckpt) even when it holds another format too.  `config`: a BertConfig to use
+        instead of the stored one.  Other keywords are config fields (`num_labels=3`,
+        `output_attentions=True`, ...) that override the loaded config, or options of the class's
+        constructor (`add_pooling_layer=False`); the keywords that only concern a model hub
+        (`cache_dir`, `revision`, `local_files_only`, `force_download`, `proxies`, `token`,
+        `trust_remote_code`, ...: npbert/io/hub.py) are accepted and do nothing (npbert reads local
+        files only); any other keyword is an error, and a config whose `model_type` is not "bert"
+        a warning.  Keys the class does not use are named in a warning; a missing task head (or
+        pooler) is initialised fresh with a warning naming its keys; any other missing key, or a
+        shape that does not fit, is an error naming the key.  `output_loading_info=True` returns
+        (model, {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"}) as transformers.
         """
         from npbert import io
         from npbert.config import find_config_file, read_config_dict
 
         from npbert.io.checks import check_loaded, check_no_interrupted_save
+        from npbert.io.hub import hub_name_message, pop_hub_keywords
+        pop_hub_keywords(kwargs)
+        path = os.fspath(path)
+        if not os.path.exists(path) and not os.path.exists(path + ".index"):
+            raise io.CheckpointError(f"{cls.__name__}.from_pretrained: '{path}' is not a directory or a weights file."
+                                     + hub_name_message(path, "models", "AutoModel"))
         if os.path.isdir(path):
             check_no_interrupted_save(path)
-        weights_file = io.find_weights_file(path)
+        weights_file = io.find_weights_file(path, from_tf=from_tf)
         if config is not None:
             if not isinstance(config, BertConfig):
                 raise TypeError(f"from_pretrained: config must be a BertConfig, got {type(config).__name__}")
@@ -56,7 +81,7 @@ class CheckpointMixin:
         if stored.get("model_type", "bert") != "bert":
             warnings.warn(f"{config_source} has model_type={stored['model_type']!r}: you are using a model of "
                           f"that type to instantiate {cls.__name__} (BERT); this is not supported for all "
-                          "configurations and can yield errors", stacklevel=2)
+                          "configurations and can yield errors", stacklevel=_user_stacklevel())
         try:
             if config is None:
                 config = BertConfig.from_dict(stored, **config_overrides)
@@ -86,15 +111,19 @@ class CheckpointMixin:
                              f"does not have: {missing}")
         if result.unexpected:
             warnings.warn(f"Some weights of {weights_file} were not used when initializing {cls.__name__}: "
-                          f"{result.unexpected}", stacklevel=2)
+                          f"{result.unexpected}", stacklevel=_user_stacklevel())
         if fresh:
             warnings.warn(f"Some weights of {cls.__name__} were not in {weights_file} and are newly "
-                          f"initialized: {fresh}", stacklevel=2)
+                          f"initialized: {fresh}", stacklevel=_user_stacklevel())
         model._init_weights(fresh)
         dtype = model.state.dtype
         for name, value in result.state_dict.items():
             model.state.params[name] = np.array(value, dtype=dtype, copy=True)
-        return model.eval()          # as transformers' from_pretrained
+        model.eval()                 # as transformers' from_pretrained
+        if output_loading_info:
+            return model, {"missing_keys": fresh, "unexpected_keys": list(result.unexpected), "mismatched_keys": [],
+                           "error_msgs": []}
+        return model
 
     def save_pretrained(self, directory, format="safetensors"):
         """Write config.json and model.safetensors (or npbert_model.h5 with format="h5"),

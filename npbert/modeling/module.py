@@ -22,6 +22,12 @@ but at call time).  print(model) shows transformers' names either way.
 
 A frozen parameter (`model.freeze(...)`, as torch's `requires_grad = False`) gets no gradient:
 the backward skips the GEMM or scatter that would compute it (`trainable`, `linear_backward`).
+
+Every module also has torch's nn.Module surface: `parameters()`, `named_parameters()` (names
+relative to the module), `children()`, `named_children()`, `modules()`, `named_modules()`,
+`zero_grad()`, `requires_grad_()`, `get_submodule()`, and `print(module)` in torch's layout.  The
+parameters are the model's Parameter objects (npbert/modeling/parameter.py); the leaves holding
+them (Linear, Embedding, LayerNorm, ...) are in npbert/modeling/nn.py.
 """
 import contextlib
 
@@ -30,6 +36,8 @@ import npbert.ops
 from npbert.ops.dropout import DropoutKey
 from npbert.ops.linear import linear_input_grad, linear_param_grads
 from npbert.paths import get_path, is_fast
+
+from .parameter import ParameterDict
 
 
 def ops_for_path():
@@ -43,7 +51,8 @@ class ModelState:
     def __init__(self, config, dtype, rng):
         self.config = config
         self.dtype = dtype
-        self.params = {}         # name -> np.ndarray, in named_parameters() order
+        self.params = ParameterDict(self)   # name -> Parameter, in named_parameters() order
+        self.arrays = self.params.arrays    # name -> plain ndarray view of the same memory: what the ops get
         self.inits = {}          # name -> "normal" | "zeros" | "ones" | ("embedding", padding_idx)
         self.training = False
         self.rng = rng           # np.random.Generator: one draw per training forward, the step's seed
@@ -97,6 +106,7 @@ class Module:
         self.state = state
         self.config = state.config
         self.prefix = prefix
+        self._own = {}           # the module's own parameters: local name -> full name in the model's dict
         state.modules.append(self)
 
     # ---- module(...) and print(module), as torch -------------------------------------
@@ -110,8 +120,85 @@ class Module:
         out = self.forward(*args, **kwargs)[:-1]
         return out[0] if len(out) == 1 else out
 
+    def extra_repr(self):
+        """What torch prints inside a leaf's parentheses, e.g. "p=0.1, inplace=False"."""
+        return ""
+
     def __repr__(self):
-        return _tree(self, {})
+        """torch's Module.__repr__: `Name(extra)` for a leaf, else one indented line per child."""
+        name = type(self).__name__.removeprefix("Fast")     # a fast twin prints as its transformers class
+        lines = [f"({key}): " + repr(child).replace("\n", "\n  ") for key, child in self.named_children()]
+        if not lines:
+            return f"{name}({self.extra_repr()})"
+        return f"{name}(\n  " + "\n  ".join(lines) + "\n)"
+
+    # ---- torch's nn.Module tree ---------------------------------------------------------
+    def named_children(self):
+        """(attribute name, submodule) in construction order (transformers' `__init__` order)."""
+        for name, value in vars(self).items():
+            if isinstance(value, (Module, ModuleList)):
+                yield name, value
+
+    def children(self):
+        return (m for _, m in self.named_children())
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(qualified name, module) for this module and every submodule, depth first, parents
+        before children, as torch ("" for the module itself, then "bert", "bert.embeddings", ...)."""
+        memo = set() if memo is None else memo
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, child in self.named_children():
+            yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
+
+    def modules(self):
+        return (m for _, m in self.named_modules())
+
+    def get_submodule(self, target):
+        """torch's get_submodule("encoder.layer.0.attention"): the module at that dotted path."""
+        module = self
+        for part in target.split(".") if target else ():
+            children = dict(module.named_children())
+            if part not in children:
+                raise AttributeError(f"{type(module).__name__} has no submodule {part!r} (in {target!r}); "
+                                     f"its children: {list(children)}")
+            module = children[part]
+        return module
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(name, Parameter) for the parameters of this module and (recurse) its submodules, names
+        relative to this module, each parameter once (a tied weight under its first name), as torch."""
+        seen = set()
+        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        params = self.state.params
+        for module_prefix, module in modules:
+            for local, full in module._own.items():
+                p = params[full]
+                if remove_duplicate:
+                    if id(p) in seen:
+                        continue
+                    seen.add(id(p))
+                yield (f"{module_prefix}.{local}" if module_prefix else local), p
+
+    def parameters(self, recurse=True):
+        return (p for _, p in self.named_parameters(recurse=recurse))
+
+    def zero_grad(self, set_to_none=True):
+        """Every parameter's `.grad` to None (torch's default), or to zeros with set_to_none=False."""
+        for p in self.parameters():
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad[...] = 0
+
+    def requires_grad_(self, requires_grad=True):
+        """Freeze (False) or unfreeze every parameter of this module, as torch.  Returns the module."""
+        for p in self.parameters():
+            p.requires_grad = requires_grad
+        return self
 
     # ---- parameters -----------------------------------------------------------------
     def add_param(self, name, shape, init):
@@ -120,21 +207,12 @@ class Module:
         if full in self.state.inits:
             raise KeyError(f"parameter {full} registered twice")
         self.state.inits[full] = (tuple(shape), init)
-
-    def add_linear(self, name, in_features, out_features, bias=True):
-        """nn.Linear(in, out): `name.weight` (out, in) ~ N(0, initializer_range), `name.bias` zeros."""
-        self.add_param(name + ".weight", (out_features, in_features), "normal")
-        if bias:
-            self.add_param(name + ".bias", (out_features,), "zeros")
-
-    def add_layer_norm(self, name, size):
-        """nn.LayerNorm(size): `name.weight` ones, `name.bias` zeros."""
-        self.add_param(name + ".weight", (size,), "ones")
-        self.add_param(name + ".bias", (size,), "zeros")
+        self._own[name] = full
 
     def p(self, name):
-        """The parameter `prefix + name` as it is now in the model's dict."""
-        return self.state.params[self.prefix + name]
+        """The parameter `prefix + name` as it is now in the model's dict, as a plain ndarray (the
+        same memory as the Parameter object: the ops never see the subclass)."""
+        return self.state.arrays[self.prefix + name]
 
     def trainable(self, name):
         """False when parameter `prefix + name` is frozen (model.freeze): its gradient is not computed."""
@@ -169,104 +247,38 @@ class Module:
         return self.state.training
 
 
-# ---- print(model) and named_modules, as torch ---------------------------------------------------
-def _children(module):
-    """(attribute name, submodule) in construction order; a list of modules (the encoder's
-    `layer`) gives one child per item, named "layer.0", "layer.1", ..."""
-    for name, value in vars(module).items():
-        if isinstance(value, Module):
-            yield name, value
-        elif isinstance(value, list) and value and all(isinstance(v, Module) for v in value):
-            for i, v in enumerate(value):
-                yield f"{name}.{i}", v
+class ModuleList(list):
+    """nn.ModuleList: a list of modules (BertEncoder.layer), indexable, iterable, and a module of
+    the tree (named_modules lists it as `...encoder.layer`).  `layer[i].parameters()` as torch."""
+
+    def __init__(self, state, prefix, modules):
+        super().__init__(modules)
+        self.state, self.prefix = state, prefix
+        self._own = {}
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return ModuleList(self.state, self.prefix, list.__getitem__(self, index))
+        return list.__getitem__(self, index)
+
+    def named_children(self):
+        return ((str(i), m) for i, m in enumerate(self))
+
+    def __repr__(self):
+        """torch's layout: equal consecutive items collapse to "(0-5): 6 x BertLayer(...)"."""
+        bodies = [repr(m) for m in self]
+        lines, i = [], 0
+        while i < len(bodies):
+            j = i
+            while j + 1 < len(bodies) and bodies[j + 1] == bodies[i]:
+                j += 1
+            label = f"({i}): " if i == j else f"({i}-{j}): {j - i + 1} x "
+            lines.append(label + bodies[i].replace("\n", "\n  "))
+            i = j + 1
+        return "ModuleList(\n  " + "\n  ".join(lines) + "\n)" if lines else "ModuleList()"
 
 
-def _named_submodules(module, prefix):
-    """Depth first, parents before children, as torch's named_modules."""
-    for name, child in _children(module):
-        full = f"{prefix}.{name}" if prefix else name
-        yield full, child
-        yield from _named_submodules(child, full)
-
-
-def _order(state, prefix):
-    """Where `prefix` first appears among the registered parameters: construction order."""
-    return next((i for i, name in enumerate(state.inits) if name.startswith(prefix)), len(state.inits))
-
-
-def _leaves(module, child_prefixes, tied):
-    """The parameter-holding leaves torch would show inside `module` (nn.Linear, nn.Embedding,
-    nn.LayerNorm), as (order, name, repr) from the names and initialisers of the model's dict."""
-    state, prefix = module.state, module.prefix
-    groups = {}
-    names = list(state.inits) + [alias for alias in tied if alias.startswith(prefix)]
-    for full in names:
-        if not full.startswith(prefix) or any(full.startswith(c) for c in child_prefixes):
-            continue
-        leaf, _, kind = full[len(prefix):].rpartition(".")
-        if leaf:
-            groups.setdefault(leaf, {})[kind] = full
-    out = []
-    for leaf, parts in groups.items():
-        weight = parts.get("weight")
-        if weight is None:
-            continue                                   # a bare bias (the MLM decoder's) is a Parameter
-        shape, init = state.inits[tied.get(weight, weight)]
-        order = len(state.inits) if weight in tied else _order(state, prefix + leaf + ".")
-        if weight in tied:                             # the MLM decoder: nn.Linear(H, V) tied to the word embeddings
-            text = f"Linear(in_features={shape[1]}, out_features={shape[0]}, bias=True)"
-        elif isinstance(init, tuple):                  # ("embedding", padding_idx)
-            pad = "" if init[1] is None else f", padding_idx={init[1]}"
-            text = f"Embedding({shape[0]}, {shape[1]}{pad})"
-        elif init == "ones":
-            text = (f"LayerNorm(({shape[0]},), eps={state.config.layer_norm_eps}, "
-                    f"elementwise_affine=True, bias={'bias' in parts})")
-        else:
-            text = f"Linear(in_features={shape[1]}, out_features={shape[0]}, bias={'bias' in parts})"
-        out.append((order, leaf, text))
-    return out
-
-
-def _tree(module, tied):
-    """torch's Module.__repr__ lines for `module`, entries in construction order; equal
-    consecutive items of a list collapse to "(0-5): 6 x BertLayer(...)" as torch's ModuleList."""
-    children = list(_children(module))
-    entries = _leaves(module, [c.prefix for _, c in children], tied)
-    lists = {}
-    for name, child in children:
-        head, _, index = name.partition(".")
-        body = _tree(child, tied)
-        if index:
-            if head not in lists:
-                lists[head] = []
-                entries.append((_order(module.state, child.prefix), head, lists[head]))
-            lists[head].append(body)
-        else:
-            entries.append((_order(module.state, child.prefix), name, body))
-    entries.sort(key=lambda e: e[0])
-    name = type(module).__name__.removeprefix("Fast")     # a fast twin prints as its transformers class
-    lines = [f"{name}("]
-    for _, name, body in entries:
-        if isinstance(body, list):                     # a ModuleList
-            lines.append(f"  ({name}): ModuleList(")
-            i = 0
-            while i < len(body):
-                j = i
-                while j + 1 < len(body) and body[j + 1] == body[i]:
-                    j += 1
-                label = f"({i}): " if i == j else f"({i}-{j}): {j - i + 1} x "
-                sub = body[i].split("\n")
-                lines.append(f"    {label}{sub[0]}")
-                lines += ["    " + s for s in sub[1:]]
-                i = j + 1
-            lines.append("  )")
-        else:
-            sub = body.split("\n")
-            lines.append(f"  ({name}): {sub[0]}")
-            lines += ["  " + s for s in sub[1:]]
-    if len(lines) == 1:
-        return f"{name}()"
-    lines.append(")")
-    return "\n".join(lines)
-
-
+for _name in ("parameters", "named_parameters", "children", "named_modules", "modules", "zero_grad",
+              "requires_grad_", "get_submodule", "training", "extra_repr"):
+    setattr(ModuleList, _name, getattr(Module, _name))
+del _name

@@ -1,7 +1,9 @@
 """Output containers with transformers' attribute names.
 
 An output is a dict of the fields that were computed (None fields are left out, as in
-transformers' ModelOutput), readable as attributes, by name, or by position.
+transformers' ModelOutput), readable as attributes, by name, or by position.  It prints as
+transformers' dataclass does, every field listed:
+`SequenceClassifierOutput(loss=None, logits=array(...), hidden_states=None, attentions=None)`.
 Intermediates and IntermediateGrads (at the end) hold what npbert keeps on request beyond them.
 """
 import numpy as np
@@ -28,6 +30,9 @@ class ModelOutput(dict):
 
     def to_tuple(self):
         return tuple(self.values())
+
+    def __repr__(self):
+        return f"{type(self).__name__}(" + ", ".join(f"{k}={self.get(k)!r}" for k in self._fields) + ")"
 
 
 def _output(name, *fields):

@@ -2,12 +2,14 @@
 import numpy as np
 
 from .module import Module, ops_for_path
+from .nn import Linear, activation
 
 
 class BertPooler(Module):
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
-        self.add_linear("dense", self.config.hidden_size, self.config.hidden_size)
+        self.dense = Linear(state, prefix + "dense.", self.config.hidden_size, self.config.hidden_size)
+        self.activation = activation(state, prefix + "activation.", "tanh")      # transformers: nn.Tanh()
 
     def forward(self, hidden_states):
         F = ops_for_path()

@@ -10,6 +10,10 @@ transformers' `_init_weights`, loads and saves checkpoints, switches train/eval,
 A subclass builds its HF-named submodules in `__init__`, then calls `self.post_init()`,
 and implements `forward(**inputs) -> (output, cache)` and
 `_backward(cache, **upstream) -> (grads, d_inputs_embeds)`.
+
+torch's way works too: the loss of a forward given labels has `loss.backward()`
+(npbert/modeling/loss.py), which runs this model's backward and adds each gradient into its
+parameter's `.grad` (npbert/modeling/parameter.py); `model.zero_grad()` clears them.
 """
 import contextlib
 import inspect
@@ -23,6 +27,7 @@ from npbert.paths import get_path
 
 from .fast import FAST_TWINS
 from .loading import _SKIP_INIT, CheckpointMixin, _no_init  # noqa: F401 (_no_init: weights_tools, tests)
+from .loss import make_loss
 from .module import ModelState, Module
 from .torch_api import TorchModuleAPI
 
@@ -79,6 +84,7 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
         self._is_root = _parent is None
         self._cache = None
         self._forward_path = None            # the path the last forward ran on: its backward runs there too
+        self._forward_id = 0                 # counts forward calls: a loss knows which one it came from
         self.inputs_embeds_grad = None
 
     @property
@@ -118,9 +124,13 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
             self.state.params[name] = value
 
     # ---- parameters -----------------------------------------------------------------
-    def named_parameters(self):
-        """(name, array) in transformers' `named_parameters()` order; a tied weight once."""
-        return iter(self.state.params.items())
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(name, Parameter) in transformers' `named_parameters()` order, a tied weight once; the
+        Parameters are the model's own arrays (npbert/modeling/parameter.py).  On a submodel
+        (`model.bert`) the names are relative to it, as torch's."""
+        if self._is_root and prefix == "" and recurse and remove_duplicate:
+            return iter(self.state.params.items())
+        return Module.named_parameters(self, prefix, recurse, remove_duplicate)
 
     # ---- freezing (torch's `p.requires_grad = False`) ----------------------------------
     def freeze(self, *prefixes):
@@ -162,14 +172,17 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
     def num_parameters(self, only_trainable=False, exclude_embeddings=False):
         """The number of parameter values (a tied weight once), as transformers'
         `num_parameters`: only the trainable ones with `only_trainable=True`."""
-        return sum(int(np.prod(v.shape)) for n, v in self.state.params.items()
-                   if not (only_trainable and n in self.state.frozen)
+        return sum(int(np.prod(v.shape)) for n, v in self.named_parameters()
+                   if not (only_trainable and self.prefix + n in self.state.frozen)
                    and not (exclude_embeddings and n.endswith("embeddings.weight")))
 
     def state_dict(self):
         """A flat dict keyed as transformers' `state_dict()` of the same class (buffers aside).
 
-        The arrays are the model's own (no copy); a tied weight appears under both names."""
+        The arrays are the model's own (no copy); a tied weight appears under both names.  On a
+        submodel (`model.bert`) the keys are relative to it, as torch's."""
+        if not self._is_root:
+            return dict(self.named_parameters(remove_duplicate=False))
         d = dict(self.state.params)
         for alias, name in self._tied_aliases.items():
             d[alias] = self.state.params[name]
@@ -245,6 +258,7 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
         if return_dict is None:
             return_dict = getattr(self.config, "return_dict", True)
         self._cache = None                  # free the last forward's activations before making new ones
+        self._forward_id += 1
         self.state.keep_caches = is_grad_enabled()
         self.state.keep_intermediates = bool(output_intermediates)
         self._forward_path = get_path()
@@ -257,6 +271,8 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
             self.state.keep_intermediates = False
         self._cache = cache if keep else None
         self._forward_without_grad = not keep
+        if output.get("loss") is not None:                  # loss.backward() runs this model's backward
+            output["loss"] = make_loss(output["loss"], self, self._forward_id)
         if output_intermediates:
             output.intermediates = intermediates
         if return_dict:
@@ -300,11 +316,25 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
         goes (so the peak memory of a training step stays low); pass `retain_graph=True`
         to keep them for another backward of the same forward.
 
+        This returns the gradients and leaves the parameters' `.grad` alone; `outputs.loss.backward()`
+        is the torch way, which adds them into `.grad` instead.
+
         `return_intermediate_grads=True` (npbert's own): return `(grads, intermediate_grads)`, the
         second an IntermediateGrads (npbert/modeling/outputs.py): the gradient of the same target
         with respect to every hidden state, every layer's attention probabilities and every
         head's head-mask value.  The backward then runs down to the embeddings whatever is frozen.
         """
+        grads, intermediate_grads = self._run_backward(retain_graph, upstream, return_intermediate_grads)
+        # transformers' named_parameters() order, every trainable parameter present (zeros if
+        # unused); frozen parameters (model.freeze) are left out.
+        frozen = self.state.frozen
+        grads = {name: grads[name] if name in grads else np.zeros(p.shape, dtype=p.dtype)
+                 for name, p in self.state.params.items() if name not in frozen}
+        return (grads, intermediate_grads) if return_intermediate_grads else grads
+
+    def _run_backward(self, retain_graph, upstream, return_intermediate_grads=False):
+        """(the gradients of the last forward that the backward computed, {name: array};
+        the IntermediateGrads when asked, else None)."""
         if self._cache is None and getattr(self, "_forward_without_grad", False):
             raise RuntimeError(f"{type(self).__name__}.backward(): the last forward ran under npbert.no_grad(), "
                                "which keeps no activations; run the forward outside it")
@@ -332,9 +362,4 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
         if not retain_graph:
             self._cache = None
         self.inputs_embeds_grad = dembeds
-        # transformers' named_parameters() order, every trainable parameter present (zeros if
-        # unused); frozen parameters (model.freeze) are left out.
-        frozen = self.state.frozen
-        grads = {name: grads[name] if name in grads else np.zeros_like(p)
-                 for name, p in self.state.params.items() if name not in frozen}
-        return (grads, intermediate_grads) if return_intermediate_grads else grads
+        return grads, intermediate_grads

@@ -1,21 +1,36 @@
-"""clip_grad_norm_: torch.nn.utils.clip_grad_norm_ on the gradient dict, in place.
+"""clip_grad_norm_: torch.nn.utils.clip_grad_norm_, in place, on the model's parameters' `.grad`
+(`clip_grad_norm_(model.parameters(), 1.0)`) or on the gradient dict model.backward() returns.
 
     total = (sum over every gradient of ||g||_p^p)^(1/p)      (max |g| for p = inf)
     g <- g * min(1, max_norm / (total + 1e-6))                  every gradient, the same factor
 
-Returns the total norm before clipping (a float), as torch returns it.
+Parameters whose `.grad` is None are skipped, as torch skips them.  Returns the total norm before
+clipping (a float), as torch returns it (as a tensor).
 """
 import math
 
 import numpy as np
 
 
-def clip_grad_norm_(grads, max_norm, norm_type=2.0, error_if_nonfinite=False):
-    if not isinstance(grads, dict):
-        raise TypeError(f"clip_grad_norm_(grads, ...): grads must be the dict model.backward() returns, "
-                        f"got {type(grads).__name__}")
+def _gradients(params):
+    """The gradient arrays to clip: the dict's values, or the `.grad` of each parameter given."""
+    if isinstance(params, dict):
+        return [g for g in params.values() if g is not None]
+    if isinstance(params, np.ndarray):
+        params = [params]
+    arrays = []
+    for i, p in enumerate(params):
+        if not hasattr(p, "requires_grad_"):
+            raise TypeError(f"clip_grad_norm_: item {i} is a {type(p).__name__}, not a model parameter: give "
+                            "model.parameters() (their .grad is clipped) or the dict model.backward() returns")
+        if p.grad is not None:
+            arrays.append(p.grad)
+    return arrays
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     norm_type = float(norm_type)
-    arrays = [g for g in grads.values() if g is not None]
+    arrays = _gradients(parameters)
     if not arrays:
         return 0.0
     if norm_type == math.inf:

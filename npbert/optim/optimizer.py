@@ -1,37 +1,65 @@
 """The Optimizer base: parameter groups, per-parameter state, state_dict, as torch.optim.Optimizer.
 
-npbert has no tensors with a `.grad`: a model's `backward()` returns a dict
-`{name: gradient}`, and `opt.step(grads)` takes that dict.  The optimizer keeps references
-to the model's own arrays (the values of `model.named_parameters()`) and updates them in
-place, so the model sees every step without being told.
+Two ways to feed it gradients, the same update either way:
 
-    params       (name, array) pairs, a {name: array} dict, or a list of groups
-                 {"params": pairs, "lr": ..., "weight_decay": ...} whose keys override
-                 the optimizer's defaults (torch's per-group options)
+    opt = AdamW(model.parameters(), lr=2e-5)      torch's: the model's Parameter objects
+    outputs.loss.backward(); opt.step(); opt.zero_grad()     step() reads each parameter's .grad
+
+    opt = AdamW(model.named_parameters(), lr=2e-5)
+    grads = model.backward(); opt.step(grads)     the dict form: step(grads) takes {name: gradient}
+
+The optimizer keeps references to the model's own arrays and updates them in place, so the
+model sees every step without being told.
+
+    params       the model's parameters (model.parameters()), (name, array) pairs, a {name: array}
+                 dict, or a list of groups {"params": any of those, "lr": ..., "weight_decay": ...}
+                 whose keys override the optimizer's defaults (torch's per-group options)
     param_groups list of dicts: "params" (the names, in order) and the options; a
                  scheduler writes "lr" here
     state        {name: {"step": int, "exp_avg": array, ...}}, filled on the first step
+
+Misuse is named, never a silent no-op: an array that is not a model's parameter (p.T, a copy),
+a parameter of a freed model or one the model replaced, a frozen parameter (a warning: it gets no
+gradient), a step() when no parameter has a gradient (a warning naming the groups).
 """
+import warnings
+
 import numpy as np
 
 
-def _pairs(params, where):
-    """(name, array) pairs from a dict, a model, or an iterable of pairs."""
+def _entries(params, where):
+    """(name, plain array, parameter object or None) from a model, a {name: array} dict, or an
+    iterable of the model's parameters and/or (name, array) pairs."""
     if hasattr(params, "named_parameters"):
         params = params.named_parameters()
     if isinstance(params, dict):
         params = params.items()
-    pairs = []
-    for item in params:
-        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
-            raise TypeError(f"{where}: params must be (name, array) pairs as model.named_parameters() gives, "
-                            f"got an item of type {type(item).__name__}")
-        name, array = item
+    if isinstance(params, np.ndarray):                    # one parameter, as torch accepts one tensor
+        params = [params]
+    entries = []
+    for i, item in enumerate(params):
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+            name, array = item
+        elif isinstance(item, np.ndarray) and hasattr(item, "requires_grad_"):
+            if item._name is None:
+                raise TypeError(f"{where}: item {i} is an array computed from a parameter (a view or copy such "
+                                "as p.T or p[:64]), not one of the model's parameters")
+            name, array = item._name, item
+        elif isinstance(item, np.ndarray):
+            raise TypeError(f"{where}: item {i} is a plain numpy array of shape {item.shape}, not one of the "
+                            "model's parameters: give model.parameters() (or the parameters themselves), or "
+                            "(name, array) pairs as model.named_parameters() gives")
+        else:
+            raise TypeError(f"{where}: params must be the model's parameters (model.parameters()) or (name, array) "
+                            f"pairs as model.named_parameters() gives, got an item of type {type(item).__name__}")
         if not isinstance(array, np.ndarray) or not np.issubdtype(array.dtype, np.floating):
             raise TypeError(f"{where}: parameter {name!r} must be a floating-point numpy array, "
                             f"got {type(array).__name__}{'' if not hasattr(array, 'dtype') else ' ' + str(array.dtype)}")
-        pairs.append((name, array))
-    return pairs
+        obj = array if hasattr(array, "requires_grad_") and array._name is not None else None
+        if obj is not None:
+            obj._owner(where)                              # a freed model or a replaced parameter: an error
+        entries.append((name, np.asarray(array), obj))
+    return entries
 
 
 class Optimizer:
@@ -41,8 +69,11 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.param_groups = []
         self.state = {}
-        self._params = {}                 # name -> the model's array (a reference, updated in place)
+        self._params = {}                 # name -> the model's array (a plain view, updated in place)
+        self._objects = {}                # name -> the Parameter object whose .grad step() reads (None: a plain array)
         self._scratch = {}                # dtype -> one buffer the size of the largest parameter
+        if not isinstance(params, (list, tuple, dict, np.ndarray)) and not hasattr(params, "named_parameters"):
+            params = list(params)                             # a generator: model.parameters()
         if isinstance(params, (list, tuple)) and params and isinstance(params[0], dict):
             groups = params
         else:
@@ -60,13 +91,22 @@ class Optimizer:
         if unknown:
             raise KeyError(f"{where}: unknown options {sorted(unknown)}; {type(self).__name__} takes "
                            f"{sorted(self.defaults)}")
-        pairs = _pairs(group["params"], where)
-        names = []
-        for name, array in pairs:
+        entries = _entries(group["params"], where)
+        names, frozen = [], []
+        for name, array, obj in entries:
             if name in self._params:
-                raise ValueError(f"{where}: parameter {name!r} appears in more than one group")
+                if self._objects.get(name) is not obj or obj is None and self._params[name] is not array:
+                    raise ValueError(f"{where}: two different parameters are named {name!r} (of two models?): "
+                                     "give (name, parameter) pairs with distinct names")
+                raise ValueError(f"{where}: parameter {name!r} appears more than once (in more than one group?)")
             self._params[name] = array
+            self._objects[name] = obj
             names.append(name)
+            if obj is not None and not obj.requires_grad:
+                frozen.append(name)
+        if frozen:
+            warnings.warn(f"{where}: {len(frozen)} parameter(s) are frozen (requires_grad=False), e.g. {frozen[:3]}: "
+                          "they get no gradient, so this optimizer will not change them", stacklevel=3)
         options = {k: v for k, v in group.items() if k != "params"}
         new_group = {"params": names, **self.defaults, **options}
         self._check_group(new_group, where)
@@ -79,13 +119,58 @@ class Optimizer:
 
     # ---- the step -------------------------------------------------------------------
     def zero_grad(self, set_to_none=True):
-        """Nothing to do: npbert's backward returns fresh gradients.  Kept so torch loops read the same."""
+        """Every parameter's `.grad` to None (torch's default), or to zeros with set_to_none=False.
+        (The dict form needs nothing: model.backward() returns fresh gradients.)"""
+        for obj in self._objects.values():
+            if obj is None:
+                continue
+            if set_to_none:
+                obj.grad = None
+            elif obj.grad is not None:
+                obj.grad[...] = 0
 
-    def step(self, grads):
-        """Update every parameter that has an entry in `grads` ({name: array}), in place."""
+    def _grads_from_parameters(self):
+        """{name: p.grad} for every parameter that has one: what step() reads without a dict."""
+        plain = [name for name, obj in self._objects.items() if obj is None]
+        if plain:
+            raise TypeError(f"{type(self).__name__}.step() without arguments reads each parameter's .grad, but "
+                            f"{plain[:3]} were given as plain arrays: build the optimizer from model.parameters() "
+                            "(or named_parameters()), or pass the gradients, step(model.backward())")
+        where = f"{type(self).__name__}.step()"
+        grads = {}
+        for name, obj in self._objects.items():
+            obj._owner(where)                     # a freed model or a replaced parameter: an error naming it
+            if obj.grad is not None:
+                grads[name] = obj.grad
+        return grads
+
+    def _warn_without_gradients(self, grads):
+        """A group none of whose parameters has a gradient is not updated: say so (torch is silent)."""
+        idle = [i for i, g in enumerate(self.param_groups) if not any(grads.get(n) is not None for n in g["params"])]
+        if not idle:
+            return
+        if len(idle) == len(self.param_groups):
+            what = "no parameter has a gradient (every .grad is None)"
+        else:
+            what = "; ".join(f"group {i} ({len(self.param_groups[i]['params'])} parameters, e.g. "
+                             f"{self.param_groups[i]['params'][0]!r}) has no gradient" for i in idle)
+        warnings.warn(f"{type(self).__name__}.step(): {what}, so those parameters were not updated; call "
+                      "loss.backward() (or pass model.backward()'s gradients) before step()", stacklevel=3)
+
+    def step(self, grads=None):
+        """Update every parameter that has a gradient, in place: from `grads` ({name: array}, what
+        model.backward() returns), or with no argument from each parameter's `.grad` (filled by
+        loss.backward()), as torch.  A callable is torch's closure: it is called first (it runs the
+        forward and loss.backward()) and its result returned."""
+        result = None
+        if callable(grads):
+            result, grads = grads(), None
+        if grads is None:
+            grads = self._grads_from_parameters()
         if not isinstance(grads, dict):
             raise TypeError(f"{type(self).__name__}.step(grads): grads must be the dict model.backward() "
-                            f"returns, got {type(grads).__name__}")
+                            f"returns (or nothing: then each parameter's .grad), got {type(grads).__name__}")
+        self._warn_without_gradients(grads)
         unknown = [k for k in grads if k not in self._params]
         if unknown:
             raise KeyError(f"{type(self).__name__}.step: gradients for parameters this optimizer does not hold: "
@@ -103,6 +188,7 @@ class Optimizer:
                     raise TypeError(f"{type(self).__name__}.step: gradient of {name!r} is {g.dtype}, "
                                     f"the parameter {p.dtype}")
                 self._update(name, p, g, group, self.state.setdefault(name, {}))
+        return result
 
     def _scratch_like(self, p, index=0):
         """A view shaped like p into a preallocated buffer (one per dtype and index): the

@@ -18,6 +18,7 @@ With w = num_warmup_steps, T = num_training_steps, s = step:
     warmup_stable_decay        warmup (linear | cosine | 1-sqrt), then 1 for num_stable_steps, then a
                                decay (linear | cosine | 1-sqrt) over num_decay_steps, floored at min_lr_ratio
 """
+import enum
 import math
 from functools import partial
 
@@ -252,6 +253,33 @@ _FUNCTIONS = {
     "cosine_warmup_with_min_lr": get_cosine_with_min_lr_schedule_with_warmup_lr_rate,
     "warmup_stable_decay": get_wsd_schedule,
 }
+
+
+class SchedulerType(str, enum.Enum):
+    """transformers' SchedulerType (transformers.trainer_utils / transformers.optimization): the
+    names get_scheduler and TrainingArguments(lr_scheduler_type=...) take.  REDUCE_ON_PLATEAU and
+    GREEDY follow the loss, not the step; npbert's get_scheduler names them as not provided."""
+
+    LINEAR = "linear"
+    COSINE = "cosine"
+    COSINE_WITH_RESTARTS = "cosine_with_restarts"
+    POLYNOMIAL = "polynomial"
+    CONSTANT = "constant"
+    CONSTANT_WITH_WARMUP = "constant_with_warmup"
+    INVERSE_SQRT = "inverse_sqrt"
+    REDUCE_ON_PLATEAU = "reduce_lr_on_plateau"
+    COSINE_WITH_MIN_LR = "cosine_with_min_lr"
+    COSINE_WARMUP_WITH_MIN_LR = "cosine_warmup_with_min_lr"
+    WARMUP_STABLE_DECAY = "warmup_stable_decay"
+    GREEDY = "greedy"
+
+    @classmethod
+    def _missing_(cls, value):
+        raise ValueError(f"{value!r} is not a valid {cls.__name__}, please select one of {[m.value for m in cls]}")
+
+
+# transformers.optimization.TYPE_TO_SCHEDULER_FUNCTION (the table seed 001 quotes)
+TYPE_TO_SCHEDULER_FUNCTION = {SchedulerType(name): func for name, func in _FUNCTIONS.items()}
 
 
 def get_scheduler(name, optimizer, num_warmup_steps=None, num_training_steps=None, scheduler_specific_kwargs=None):

@@ -16,6 +16,7 @@ import os
 import re
 
 from npbert.io._atomic import atomic_write
+from npbert.io.hub import HUB_ONLY_KEYWORDS, hub_name_message
 
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -24,13 +25,9 @@ ADDED_TOKENS_FILE = "added_tokens.json"
 
 SPECIAL_TOKEN_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
-# from_pretrained keywords that only concern downloading from a model hub: accepted, no effect
-# offline (npbert reads local directories only).  `use_fast`: npbert has one tokenizer, whose
-# fast path is chosen by npbert.set_path; `from_tf`: a tokenizer has no TensorFlow weights;
-# `trust_remote_code`: npbert never runs code from a checkpoint.
-HUB_ONLY_KEYWORDS = ("cache_dir", "force_download", "local_files_only", "revision", "proxies", "token",
-                     "use_auth_token", "resume_download", "trust_remote_code", "use_fast", "from_tf",
-                     "_from_pipeline", "_commit_hash")
+# from_pretrained keywords that only concern downloading from a model hub (npbert/io/hub.py), and
+# `from_tf`: a tokenizer has no TensorFlow weights.  Accepted, no effect.
+HUB_ONLY_KEYWORDS = HUB_ONLY_KEYWORDS + ("from_tf",)
 
 _NEWLINE = re.compile("\r\n|\r|\n")
 
@@ -289,20 +286,12 @@ def _write_whole(directory, files):
                                    "the files there are unchanged", error.filename) from error
 
 
-_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
-
-
 def _not_a_directory(path):
     if os.path.isfile(path):
         return (f"from_pretrained expects a directory holding vocab.txt, got the file '{path}': pass its directory, "
                 f"or BertTokenizer('{path}') to read it as the vocabulary.")
-    message = f"from_pretrained expects a directory holding vocab.txt; '{path}' is not a directory."
-    if _HUB_NAME.fullmatch(path):
-        message += (f" npbert loads tokenizers from local directories only (it never downloads). To make one from "
-                    f"the hub model '{path}', on a machine with transformers and internet: "
-                    f"transformers.AutoTokenizer.from_pretrained('{path}').save_pretrained('DIR') "
-                    f"(or `huggingface-cli download {path} --local-dir DIR`); then pass DIR.")
-    return message
+    return (f"from_pretrained expects a directory holding vocab.txt; '{path}' is not a directory."
+            + hub_name_message(path, "tokenizers", "AutoTokenizer"))
 
 
 def _check_added_tokens(tokenizer, added, source):

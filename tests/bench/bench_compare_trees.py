@@ -1,11 +1,18 @@
 """Benchmark: the same npbert step from two source trees (say, before and after a change), and
 the NumPy GEMM floor, taking turns run by run, so that a shared machine's changing load falls
 on all alike.  Each side runs in its own long-lived process (2 threads each), built from that
-tree's own benchmark runners; the ratios printed are medians of round-by-round ratios.
+tree's own benchmark runners; the ratios printed are medians of round-by-round ratios, of wall
+time and of CPU time.
 
     git worktree add /tmp/before <commit>          # or: git archive <commit> | tar -x -C /tmp/before
     python tests/bench/bench_compare_trees.py /tmp/before . --step bert-base-train --rounds 7
     python tests/bench/bench_compare_trees.py /tmp/before . --step finetune           # MiniLM fine-tuning step
+    python tests/bench/bench_compare_trees.py /tmp/before . --step finetune --style torch
+
+--style torch (finetune, pretrain) runs the second tree's step as the tutorials write it,
+loss.backward(); clip_grad_norm_(model.parameters()); optimizer.step(); zero_grad(), instead of
+npbert's dict form grads = model.backward(); opt.step(grads) (the first tree's step keeps the dict
+form, so a tree from before the torch-style API can be the first).
 
 Steps: bert-base-forward, bert-base-train (tests/bench/bench_model.py's runners: batch 8 x 128,
 12 layers), finetune, pretrain (tests/bench/bench_train_step.py's).  --path reference runs the
@@ -22,7 +29,7 @@ STEPS = {"bert-base-forward": ("bench_model", "forward"), "bert-base-train": ("b
          "finetune": ("bench_train_step", "finetune"), "pretrain": ("bench_train_step", "pretrain")}
 
 
-def worker(tree, step, impl, path):
+def worker(tree, step, impl, path, style="dict"):
     """Build the step from `tree`'s runners, then time one run per line read from stdin."""
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NPBERT_NUM_THREADS"):
         os.environ[var] = "2"
@@ -38,16 +45,19 @@ def worker(tree, step, impl, path):
             return run_mode(mode)
     else:
         import bench_train_step
-        maker = {"npbert": bench_train_step.npbert_runner, "gemm-floor": bench_train_step.gemm_floor_runner}[impl]
-        run = maker(bench_train_step.STEPS[mode], mode == "pretrain")
+        spec = bench_train_step.STEPS[mode]
+        if impl == "npbert":
+            run = bench_train_step.npbert_runner(spec, mode == "pretrain", **({"style": style} if style != "dict" else {}))
+        else:
+            run = bench_train_step.gemm_floor_runner(spec, mode == "pretrain")
     run()                                                    # warm-up
     print("ready", flush=True)
     for _ in sys.stdin:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = run()
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         del out
-        print(elapsed, flush=True)
+        print(elapsed, cpu, flush=True)
 
 
 def main():
@@ -57,35 +67,47 @@ def main():
     p.add_argument("--step", choices=sorted(STEPS), default="bert-base-train")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--path", choices=("fast", "reference"), default=None, help="npbert path of the 'after' tree")
-    p.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
+    p.add_argument("--style", choices=("dict", "torch"), default="dict",
+                   help="(finetune, pretrain) the second tree's step: npbert's dict form or torch's loss.backward()")
+    p.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        tree, step, impl, path = args.worker
-        return worker(tree, step, impl, None if path == "-" else path)
-    sides = {"before": (args.before, "npbert", "-"), "after": (args.after, "npbert", args.path or "-"),
-             "floor": (args.after, "gemm-floor", "-")}
+        tree, step, impl, path, style = args.worker
+        return worker(tree, step, impl, None if path == "-" else path, style)
+    if args.style == "torch" and STEPS[args.step][0] != "bench_train_step":
+        p.error("--style torch applies to the finetune and pretrain steps")
+    sides = {"before": (args.before, "npbert", "-", "dict"), "after": (args.after, "npbert", args.path or "-", args.style),
+             "floor": (args.after, "gemm-floor", "-", "dict")}
     procs = {name: subprocess.Popen([sys.executable, os.path.abspath(__file__), "x", "x", "--worker",
-                                     os.path.abspath(tree), args.step, impl, path],
+                                     os.path.abspath(tree), args.step, impl, path, style],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-             for name, (tree, impl, path) in sides.items()}
+             for name, (tree, impl, path, style) in sides.items()}
     for name, proc in procs.items():
         if proc.stdout.readline().strip() != "ready":
             sys.exit(f"the {name} worker did not start")
     times = {name: [] for name in procs}
+    cpu = {name: [] for name in procs}
     for _ in range(args.rounds):
         for name, proc in procs.items():
             proc.stdin.write("go\n")
             proc.stdin.flush()
-            times[name].append(float(proc.stdout.readline()))
+            wall, used = proc.stdout.readline().split()
+            times[name].append(float(wall))
+            cpu[name].append(float(used))
     for proc in procs.values():
         proc.stdin.close()
         proc.wait(timeout=600)
-    print(f"{args.step}: {args.rounds} alternating rounds")
+    print(f"{args.step}: {args.rounds} alternating rounds (after: {args.style} form)")
     for name, t in times.items():
         print(f"  {name:7s} median {statistics.median(t):7.3f} s   min {min(t):7.3f} s")
     for a, b in (("after", "before"), ("before", "floor"), ("after", "floor")):
         r = [x / y for x, y in zip(times[a], times[b])]
         print(f"  {a} / {b:7s} {statistics.median(r):5.2f}x (rounds {min(r):.2f}..{max(r):.2f})")
+    # CPU time (all of a process's threads): less swayed than wall time by other jobs taking the
+    # cores, though they still share caches and memory bandwidth.
+    r = [x / y for x, y in zip(cpu["after"], cpu["before"])]
+    print(f"  CPU time after / before {statistics.median(r):5.2f}x (rounds {min(r):.2f}..{max(r):.2f}); "
+          f"medians {statistics.median(cpu['after']):.3f} s / {statistics.median(cpu['before']):.3f} s")
 
 
 if __name__ == "__main__":

@@ -67,7 +67,9 @@ def config_kwargs(spec):
                 max_position_embeddings=512, type_vocab_size=2)
 
 
-def npbert_runner(spec, pretraining):
+def npbert_runner(spec, pretraining, style="dict"):
+    """style "dict": grads = model.backward(); opt.step(grads) (npbert's own form); "torch": the
+    tutorials' loss.backward(); clip_grad_norm_(model.parameters()); opt.step(); opt.zero_grad()."""
     import numpy as np
     import npbert
     from npbert import optim
@@ -85,7 +87,14 @@ def npbert_runner(spec, pretraining):
         optim.clip_grad_norm_(grads, 1.0)
         opt.step(grads)
         sched.step()
-    return step
+
+    def torch_style_step():
+        opt.zero_grad(set_to_none=True)
+        model(**data).loss.backward()
+        optim.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+    return torch_style_step if style == "torch" else step
 
 
 def torch_runner(spec, pretraining):

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..bert import BertModel
 from ..module import ops_for_path
+from ..nn import Dropout, Linear
 from ..outputs import MultipleChoiceModelOutput, SequenceClassifierOutput, TokenClassifierOutput
 from ..pretrained import BertPreTrainedModel
 from .base import _BertHeadModel, _class_labels, _grad_or_zeros, _loss_upstream
@@ -32,8 +33,8 @@ class BertForSequenceClassification(_BertHeadModel):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
         self.num_labels = config.num_labels
         self.bert = BertModel(config, add_pooling_layer=True, _parent=self, _prefix="bert.")
-        self.classifier_dropout = _classifier_dropout(config)
-        self.add_linear("classifier", config.hidden_size, config.num_labels)
+        self.dropout = Dropout(self.state, "dropout.", _classifier_dropout(config))
+        self.classifier = Linear(self.state, "classifier.", config.hidden_size, config.num_labels)
         self.post_init()
 
     def _problem_type(self, labels):
@@ -52,7 +53,7 @@ class BertForSequenceClassification(_BertHeadModel):
         F = ops_for_path()
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
-        pooled_output, drop_cache = F.dropout_forward(outputs.pooler_output, self.classifier_dropout,
+        pooled_output, drop_cache = F.dropout_forward(outputs.pooler_output, self.dropout.p,
                                                     self.dropout_rng(), self.training)                  # (B, H)
         logits, clf_cache = F.linear_forward(pooled_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B, K)
         loss, loss_cache = None, None
@@ -126,8 +127,8 @@ class BertForTokenClassification(_BertHeadModel):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
         self.num_labels = config.num_labels
         self.bert = BertModel(config, add_pooling_layer=False, _parent=self, _prefix="bert.")
-        self.classifier_dropout = _classifier_dropout(config)
-        self.add_linear("classifier", config.hidden_size, config.num_labels)
+        self.dropout = Dropout(self.state, "dropout.", _classifier_dropout(config))
+        self.classifier = Linear(self.state, "classifier.", config.hidden_size, config.num_labels)
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
@@ -136,7 +137,7 @@ class BertForTokenClassification(_BertHeadModel):
         F = ops_for_path()
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
-        sequence_output, drop_cache = F.dropout_forward(outputs.last_hidden_state, self.classifier_dropout,
+        sequence_output, drop_cache = F.dropout_forward(outputs.last_hidden_state, self.dropout.p,
                                                       self.dropout_rng(), self.training)                # (B, T, H)
         logits, clf_cache = F.linear_forward(sequence_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B, T, K)
         loss, loss_cache = None, None
@@ -173,8 +174,8 @@ class BertForMultipleChoice(_BertHeadModel):
     def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
         self.bert = BertModel(config, add_pooling_layer=True, _parent=self, _prefix="bert.")
-        self.classifier_dropout = _classifier_dropout(config)
-        self.add_linear("classifier", config.hidden_size, 1)
+        self.dropout = Dropout(self.state, "dropout.", _classifier_dropout(config))
+        self.classifier = Linear(self.state, "classifier.", config.hidden_size, 1)
         self.post_init()
 
     @staticmethod
@@ -211,7 +212,7 @@ class BertForMultipleChoice(_BertHeadModel):
         with self.state.rows_times(C):      # a row of bert is one choice: example b's rows start at b C
             outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
                                                      inputs_embeds, output_hidden_states, output_attentions)
-            pooled_output, drop_cache = F.dropout_forward(outputs.pooler_output, self.classifier_dropout,
+            pooled_output, drop_cache = F.dropout_forward(outputs.pooler_output, self.dropout.p,
                                                           self.dropout_rng(), self.training)            # (B*C, H)
         logits, clf_cache = F.linear_forward(pooled_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B*C, 1)
         reshaped_logits = logits.reshape(B, C)                                                      # (B, C)

@@ -3,10 +3,10 @@ BertLMPredictionHead, BertOnlyMLMHead, BertOnlyNSPHead, BertPreTrainingHeads.
 
     B = batch, T = sequence length, H = hidden size, V = vocab size
 """
-from npbert.ops.activations import get_activation
 from npbert.ops.linear import linear_input_grad, linear_param_grads
 
 from ..module import Module, ops_for_path
+from ..nn import LayerNorm, Linear, activation
 
 
 class BertPredictionHeadTransform(Module):
@@ -15,9 +15,9 @@ class BertPredictionHeadTransform(Module):
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
         H = self.config.hidden_size
-        self.add_linear("dense", H, H)
-        get_activation(self.config.hidden_act)          # an unknown name fails here, when the model is built
-        self.add_layer_norm("LayerNorm", H)
+        self.dense = Linear(state, prefix + "dense.", H, H)
+        self.transform_act_fn = activation(state, prefix + "transform_act_fn.", self.config.hidden_act)
+        self.LayerNorm = LayerNorm(state, prefix + "LayerNorm.", H, self.config.layer_norm_eps)
 
     def forward(self, hidden_states):
         F = ops_for_path()                   # npbert.ops, or its fast twins npbert.fast (modeling/module.py)
@@ -44,6 +44,8 @@ class BertLMPredictionHead(Module):
     the model's dict.  Its bias is `cls.predictions.bias` (transformers ties
     `cls.predictions.decoder.bias` to it).  backward() reports the decoder weight's gradient
     under its own name, `<prefix>decoder.weight`; the model adds it to the word embeddings'.
+    `self.decoder` is that nn.Linear (V, H) as torch holds it: its `.weight` is the word
+    embeddings' Parameter and its `.bias` is `self.bias`, the same objects.
     """
 
     def __init__(self, state, prefix, decoder_weight):
@@ -52,10 +54,17 @@ class BertLMPredictionHead(Module):
         self.add_param("bias", (self.config.vocab_size,), "zeros")                  # (V,)
         self.transform = BertPredictionHeadTransform(state, prefix + "transform.")
         self.decoder_weight = decoder_weight                                         # name of the (V, H) array
+        H, V = self.config.hidden_size, self.config.vocab_size
+        self.decoder = Linear(state, prefix + "decoder.", H, V, tied_to=(decoder_weight, prefix + "bias"))
+
+    @property
+    def bias(self):
+        """The decoder's bias (V,), `cls.predictions.bias` (transformers' nn.Parameter)."""
+        return self.state.params[self.prefix + "bias"]
 
     def forward(self, hidden_states):
         h, transform_cache = self.transform.forward(hidden_states)                   # (B, T, H)
-        logits, decoder_cache = ops_for_path().linear_forward(h, self.state.params[self.decoder_weight],
+        logits, decoder_cache = ops_for_path().linear_forward(h, self.state.arrays[self.decoder_weight],
                                                               self.p("bias"))                        # (B, T, V)
         return logits, (transform_cache, decoder_cache)
 
@@ -93,7 +102,7 @@ class BertOnlyNSPHead(Module):
 
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
-        self.add_linear("seq_relationship", self.config.hidden_size, 2)
+        self.seq_relationship = Linear(state, prefix + "seq_relationship.", self.config.hidden_size, 2)
 
     def forward(self, pooled_output):
         return ops_for_path().linear_forward(pooled_output, self.p("seq_relationship.weight"),
@@ -109,7 +118,7 @@ class BertPreTrainingHeads(Module):
     def __init__(self, state, prefix, decoder_weight):
         super().__init__(state, prefix)
         self.predictions = BertLMPredictionHead(state, prefix + "predictions.", decoder_weight)
-        self.add_linear("seq_relationship", self.config.hidden_size, 2)
+        self.seq_relationship = Linear(state, prefix + "seq_relationship.", self.config.hidden_size, 2)
 
     def forward(self, sequence_output, pooled_output):
         prediction_scores, predictions_cache = self.predictions.forward(sequence_output)           # (B, T, V)

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..bert import BertModel
 from ..module import ops_for_path
+from ..nn import Linear
 from ..outputs import QuestionAnsweringModelOutput
 from ..pretrained import BertPreTrainedModel
 from .base import _BertHeadModel, _grad_or_zeros, _loss_upstream
@@ -25,7 +26,7 @@ class BertForQuestionAnswering(_BertHeadModel):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
         self.num_labels = config.num_labels
         self.bert = BertModel(config, add_pooling_layer=False, _parent=self, _prefix="bert.")
-        self.add_linear("qa_outputs", config.hidden_size, config.num_labels)
+        self.qa_outputs = Linear(self.state, "qa_outputs.", config.hidden_size, config.num_labels)
         self.post_init()
 
     @staticmethod
