@@ -69,7 +69,7 @@ def resume_checkpoint(trainer, resume_from_checkpoint, total):
         listed = "; ".join(f"{name}: {_fmt(old)} then, {_fmt(new)} now" for name, old, new in changes)
         ranks = next((c for c in changes if c[0] == RANKS), None)
         hint = "" if ranks is None else (
-            f" (on {ranks[2]} ranks, --per_device_train_batch_size {ranks[1] * _saved_per_device(saved_args, a) // ranks[2]}"
+            f" (on {ranks[2]} rank{'s' if ranks[2] > 1 else ''}, --per_device_train_batch_size {ranks[1] * _saved_per_device(saved_args, a) // ranks[2]}"
             f" would keep the saved run's micro-steps and continue it unchanged)"
             if ranks[1] * _saved_per_device(saved_args, a) % ranks[2] == 0 else "")
         raise ckpt.CheckpointError(
