@@ -68,7 +68,7 @@ def main(argv=None):
     where = f"npbert {args.command}"
     ranks = None
     try:
-        ranks = mpi.start(args.command)      # mpiexec -n N npbert pretrain/finetune: N ranks, data-parallel
+        ranks = mpi.start(args.command, args, argv)      # mpiexec -n N npbert pretrain/finetune: N ranks, data-parallel
         status, message = args.run(args), None
     except CliError as e:
         if debug:

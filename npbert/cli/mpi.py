@@ -51,9 +51,12 @@ class Ranks:
         self.world = world
 
 
-def start(command):
+def start(command, args=None, argv=None):
     """None for one process; under a launcher of N > 1 processes: the world (initialised) for
-    the training commands, a CliError for the others."""
+    the training commands, a CliError for the others.  The ranks then check that they were given
+    the same command line and read the same input files (size and SHA-256 of each --*_file, and of
+    the model directory's config.json and vocab.txt): a copy that differs on one machine stops
+    every rank with a message naming the file."""
     from npbert.cli.common import CliError
     from npbert.distributed import detect_launcher, launcher_world_size
     launcher = detect_launcher()
@@ -65,9 +68,22 @@ def start(command):
             raise CliError(f"npbert {command} runs in one process, and {launcher} started {n}: only "
                            f"`npbert pretrain` and `npbert finetune` run data-parallel; start it without mpiexec")
         return None
-    from npbert.distributed import init
+    from npbert.distributed import fingerprint_file, init
     world = init()
-    return Ranks(world) if world.world_size > 1 else None
+    if world.world_size == 1:
+        return None
+    fields = {"the command line": list(argv or [])}
+    for name, value in sorted(vars(args or {}).items()):
+        paths = []
+        if name.endswith("_file") and isinstance(value, str):
+            paths = [value]
+        elif name == "model_name_or_path" and isinstance(value, str):
+            paths = [os.path.join(value, "config.json"), os.path.join(value, "vocab.txt")]
+        for path in paths:
+            if os.path.isfile(path):
+                fields[f"--{name} {path}"] = fingerprint_file(path)
+    world.check_same(fields, what="the command line and the input files")
+    return Ranks(world)
 
 
 def finish(ranks, status, message, where):

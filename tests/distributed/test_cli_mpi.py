@@ -32,6 +32,7 @@ def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli-data")
     features, vocab = rh.pretraining_h5(str(root))
     return {"features": features, "vocab": vocab, "model": rh.base_model(root / "base"),
+            "text": os.path.join(str(root), "corpus.txt"),
             "train": rh.write_csv(root / "train.csv", rh.sentences(22)),
             "dev": rh.write_csv(root / "dev.csv", rh.sentences(9, seed=1))}
 
@@ -62,9 +63,15 @@ def assert_rank_0_alone_printed(proc):
         (proc.stdout[-2000:], proc.stderr[-2000:])
 
 
-def test_mpiexec_npbert_pretrain_equals_one_process(data, tmp_path):
+@pytest.mark.parametrize("source", ["h5", "text"])
+def test_mpiexec_npbert_pretrain_equals_one_process(data, tmp_path, source):
+    """From create-pretraining-data's .h5 (static masks), and from a text corpus with
+    --dynamic_masking: the collator draws the masks from its own generator, which every rank
+    keeps in step by collating every micro-step whole (npbert/training/data_parallel.py)."""
+    train = [data["features"]] if source == "h5" else [data["text"], "--dynamic_masking", "--max_seq_length", "24"]
+
     def argv(out, per_device):
-        return ["pretrain", "--train_file", data["features"], "--vocab_file", data["vocab"], "--output_dir", str(out),
+        return ["pretrain", "--train_file", *train, "--vocab_file", data["vocab"], "--output_dir", str(out),
                 "--max_steps", "3", "--save_steps", "2", "--per_device_train_batch_size", str(per_device),
                 "--gradient_accumulation_steps", "2", "--learning_rate", "1e-3", *COMMON]
     proc = h.run_mpi(2, argv(tmp_path / "two", 2), timeout=TIMEOUT, script="-m npbert")
