@@ -34,7 +34,6 @@ import warnings
 import numpy as np
 
 from npbert import distributed as dist
-from npbert import optim
 
 from . import checkpoint as ckpt
 
@@ -137,16 +136,7 @@ class DataParallel:
                 share += part
         grads = dist.allreduce_gradients(grads, model, world)
         loss = world.all_sum(share)
-        norm = None
-        if a.max_grad_norm and a.max_grad_norm > 0 and a.optim != "bert_adam":
-            norm = optim.clip_grad_norm_(grads, a.max_grad_norm)
-            if not math.isfinite(norm):
-                raise FloatingPointError(f"the gradient norm is {norm} at step {step}: training stopped; "
-                                         f"{ckpt.describe_last_checkpoint(a.output_dir)}")
-        trainer._last_lr = trainer.lr_scheduler.get_last_lr()[0]
-        trainer.optimizer.step(grads)
-        trainer.lr_scheduler.step()
-        return loss, norm
+        return loss, trainer._optimizer_step(grads)         # the same numbers on every rank
 
     def stop_requested(self, stop):
         """The signal any rank received during this step (every rank gets the same number), or None."""

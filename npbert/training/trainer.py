@@ -314,6 +314,11 @@ class Trainer:
                 for k, v in g.items():
                     grads[k] += v
             loss_total += loss / len(micro)
+        return loss_total, self._optimizer_step(grads)
+
+    def _optimizer_step(self, grads):
+        """Clip (the global norm, returned; None when not clipped), step the optimizer and the schedule."""
+        a = self.args
         norm = None
         if a.max_grad_norm and a.max_grad_norm > 0 and a.optim != "bert_adam":
             norm = optim.clip_grad_norm_(grads, a.max_grad_norm)
@@ -323,7 +328,7 @@ class Trainer:
         self._last_lr = self.lr_scheduler.get_last_lr()[0]
         self.optimizer.step(grads)
         self.lr_scheduler.step()
-        return loss_total, norm
+        return norm
 
     @staticmethod
     def _nothing_to_predict(batch):

@@ -4,7 +4,6 @@ hold uneven numbers of loss items, the one-process step and the manual data-para
 
 The MPI worker (mpi_worker.py) and the pytest side import this same file, so the two sides
 build the same models and batches from the same seeds."""
-import contextlib
 import os
 import shutil
 import signal

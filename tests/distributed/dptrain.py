@@ -62,11 +62,11 @@ class NanAt(SignalAt):
         return batch
 
 
-def make_trainer(kind, output_dir, per_device=P, collator=None, **overrides):
-    """A float64 Trainer with dropout 0.1 on `kind` (2 epochs of N_TRAIN examples; the token
-    classifier evaluates every 3 steps with a metric).  adam_epsilon 1e-4: see dphelpers.make_optimizer."""
+def make_trainer(kind, output_dir, per_device=P, collator=None, dtype=np.float64, **overrides):
+    """A float64 (or `dtype`) Trainer with dropout 0.1 on `kind` (2 epochs of N_TRAIN examples; the
+    token classifier evaluates every 3 steps with a metric).  adam_epsilon 1e-4: see dphelpers.make_optimizer."""
     from npbert.training import Trainer, TrainingArguments
-    model = h.build_model(kind, seed=0, dropout=DROPOUT)
+    model = h.build_model(kind, seed=0, dropout=DROPOUT, dtype=dtype)
     evaluating = kind == "token_classification"
     args = dict(per_device_train_batch_size=per_device, gradient_accumulation_steps=A, num_train_epochs=2,
                 learning_rate=1e-2, adam_epsilon=1e-4, weight_decay=0.01, logging_steps=1, save_steps=2,
@@ -111,6 +111,11 @@ def run_all(outdir):
             pred = t.predict(dataset(kind, N_EVAL, 2))
             save("predict", {"predictions": pred.predictions, "label_ids": pred.label_ids})
             res["predict_metrics"] = {k: v for k, v in pred.metrics.items() if k in ("test_loss", "test_accuracy")}
+
+    # float32: the same run, where round-off is 2^-24 instead of 2^-53
+    t = make_trainer("pretraining", os.path.join(outdir, "float32", f"rank{r}"), dtype=np.float32)
+    t.train()
+    save("float32", params(t.model))
 
     # 2. SIGTERM on the last rank only, during step 3: every rank stops after step 3, rank 0 saves
     #    checkpoint-3; a new Trainer resumes from it and finishes

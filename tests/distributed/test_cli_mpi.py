@@ -7,7 +7,6 @@ import importlib.util
 import json
 import os
 
-import numpy as np
 import pytest
 
 import dphelpers as h
@@ -58,9 +57,17 @@ def assert_same_model(got_dir, want_dir, cls_name):
     assert worst <= TOL, f"the model saved by 2 ranks is {worst:.2e} from one process's"
 
 
-def assert_rank_0_alone_printed(proc):
+def two_ranks_and_one(argv, tmp_path, per_device, cls_name):
+    """`mpiexec -n 2 npbert ARGV` with per_device into tmp_path/two, one process with 2 x
+    per_device into tmp_path/one: the same model; ranks > 0 printed nothing.  Returns mpiexec's
+    CompletedProcess."""
+    proc = h.run_mpi(2, argv(tmp_path / "two", per_device), timeout=TIMEOUT, script="-m npbert")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    one_process(argv(tmp_path / "one", 2 * per_device))
+    assert_same_model(tmp_path / "two", tmp_path / "one", cls_name)
     assert h.rank_lines(proc.stdout, 1, "stdout") == [] and h.rank_lines(proc.stderr, 1) == [], \
         (proc.stdout[-2000:], proc.stderr[-2000:])
+    return proc
 
 
 @pytest.mark.parametrize("source", ["h5", "text"])
@@ -74,11 +81,7 @@ def test_mpiexec_npbert_pretrain_equals_one_process(data, tmp_path, source):
         return ["pretrain", "--train_file", *train, "--vocab_file", data["vocab"], "--output_dir", str(out),
                 "--max_steps", "3", "--save_steps", "2", "--per_device_train_batch_size", str(per_device),
                 "--gradient_accumulation_steps", "2", "--learning_rate", "1e-3", *COMMON]
-    proc = h.run_mpi(2, argv(tmp_path / "two", 2), timeout=TIMEOUT, script="-m npbert")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    one_process(argv(tmp_path / "one", 4))
-    assert_same_model(tmp_path / "two", tmp_path / "one", "BertForPreTraining")
-    assert_rank_0_alone_printed(proc)
+    proc = two_ranks_and_one(argv, tmp_path, 2, "BertForPreTraining")
     assert len(h.rank_lines(proc.stdout, 0, "stdout")) == 1        # "saved the model ..." once
     assert sorted(os.listdir(tmp_path / "two")) == sorted(os.listdir(tmp_path / "one"))
     state = json.load(open(tmp_path / "two" / "trainer_state.json"))
@@ -95,11 +98,7 @@ def test_mpiexec_npbert_finetune_equals_one_process(data, tmp_path):
                 "--num_train_epochs", "2", "--per_device_train_batch_size", str(per_device),
                 "--per_device_eval_batch_size", "2", "--max_seq_length", "16", "--learning_rate", "1e-3",
                 "--eval_strategy", "epoch", "--save_strategy", "epoch", *COMMON]
-    proc = h.run_mpi(2, argv(tmp_path / "two", 3), timeout=TIMEOUT, script="-m npbert")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    one_process(argv(tmp_path / "one", 6))
-    assert_same_model(tmp_path / "two", tmp_path / "one", "BertForSequenceClassification")
-    assert_rank_0_alone_printed(proc)
+    two_ranks_and_one(argv, tmp_path, 3, "BertForSequenceClassification")
     got = json.load(open(tmp_path / "two" / "eval_results.json"))
     want = json.load(open(tmp_path / "one" / "eval_results.json"))
     assert got["eval_accuracy"] == want["eval_accuracy"]
