@@ -74,14 +74,14 @@ def start(command, args=None, argv=None):
         return None
     fields = {"the command line": list(argv or [])}
     for name, value in sorted(vars(args or {}).items()):
-        paths = []
+        paths = {}
         if name.endswith("_file") and isinstance(value, str):
-            paths = [value]
+            paths = {f"--{name}": value}
         elif name == "model_name_or_path" and isinstance(value, str):
-            paths = [os.path.join(value, "config.json"), os.path.join(value, "vocab.txt")]
-        for path in paths:
+            paths = {f"--{name} {f}": os.path.join(value, f) for f in ("config.json", "vocab.txt")}
+        for flag, path in paths.items():
             if os.path.isfile(path):
-                fields[f"--{name} {path}"] = fingerprint_file(path)
+                fields[flag] = fingerprint_file(path)
     world.check_same(fields, what="the command line and the input files")
     return Ranks(world)
 

@@ -6,6 +6,7 @@ Imported by pytest (the one-process reference runs in the test process) and run 
     dptrain.py all OUTDIR      every Trainer check on N ranks; rank r writes OUTDIR/rank<r>.json and
                                OUTDIR/<name>_rank<r>.npz, the Trainers write under OUTDIR/<name>/rank<r>
     dptrain.py fail-alone ...  `npbert ...` (the CLI's main) with rank 1 raising alone before training
+    dptrain.py other-file ...  `npbert ...` with rank 1 reading another copy of --train_file
 """
 import json
 import os
@@ -159,10 +160,25 @@ def fail_alone(argv):
     sys.exit(cli.main(argv))
 
 
+def other_file(argv):
+    """The CLI's main where rank 1 reads another copy of --train_file: one line more."""
+    from npbert import cli
+    from npbert.distributed import launch
+    if launch._int(os.environ.get("OMPI_COMM_WORLD_RANK")) == 1:
+        i = argv.index("--train_file") + 1
+        copy = argv[i] + ".rank1"
+        with open(argv[i]) as f, open(copy, "w") as g:
+            g.write(f.read() + "the king speaks,1\n")
+        argv[i] = copy
+    sys.exit(cli.main(argv))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "all":
         run_all(sys.argv[2])
     elif sys.argv[1] == "fail-alone":
         fail_alone(sys.argv[2:])
+    elif sys.argv[1] == "other-file":
+        other_file(sys.argv[2:])
     else:
         raise SystemExit(f"unknown command {sys.argv[1]}")
