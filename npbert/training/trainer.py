@@ -175,14 +175,20 @@ class Trainer:
         the directory is taken or holds another run's files, CheckpointError when a resume is
         refused, TrainingInterrupted after SIGINT / SIGTERM."""
         a = self.args
-        with runs.RunLock(a.output_dir):
-            runs.prepare_output_dir(a.output_dir, a.overwrite_output_dir, resume_from_checkpoint)
+        lock = runs.RunLock(a.output_dir)
+        # (under mpiexec rank 0 alone locks and checks; a refusal stops every rank with its message)
+        self.world.run_on_main(lock.acquire, what="locking output_dir")
+        try:
+            self.world.run_on_main(runs.prepare_output_dir, a.output_dir, a.overwrite_output_dir,
+                                   resume_from_checkpoint, what="checking output_dir")
             self._last_saved, self._resumed_from = None, None
             with StopOnSignal(self._announce, self._interrupted_at_once) as self._stop:
                 try:
                     return self._train(resume_from_checkpoint)
                 finally:
                     self._stop = None
+        finally:
+            lock.release()
 
     def _train(self, resume_from_checkpoint):
         a, model = self.args, self.model

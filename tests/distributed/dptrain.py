@@ -132,6 +132,13 @@ def run_all(outdir):
     t.train(resume_from_checkpoint=os.path.join(outdir, "interrupted", "rank0", "checkpoint-3"))
     save("resumed", params(t.model))
 
+    # rank 0's output_dir holds that run's checkpoints: rank 0 refuses, every rank stops with its message
+    try:
+        make_trainer(kind, os.path.join(outdir, kind, f"rank{r}")).train()
+        res["taken"] = None
+    except dist.DistributedError as e:
+        res["taken"] = str(e)
+
     # 3. NaN regression labels on the last rank in step 2: every rank stops with its message
     t = make_trainer("regression", os.path.join(outdir, "nan", f"rank{r}"), collator=NanAt(at=A + 1, rank=W - 1,
                                                                                               my_rank=r))

@@ -124,6 +124,18 @@ def test_a_signal_on_one_rank_stops_every_rank_at_the_same_step_and_resume_is_bi
         assert all(np.array_equal(resumed[k], uninterrupted[k]) for k in uninterrupted), f"rank {rank}"
 
 
+def test_a_directory_rank_0_refuses_stops_every_rank(run):
+    """Rank 0 alone checks the output directory; its refusal (another run's checkpoints) is every
+    rank's error, so none goes on to wait for rank 0 in the training loop."""
+    n, outdir, ranks, _ = run
+    messages = {r["taken"] for r in ranks}
+    assert len(messages) == 1 and None not in messages, messages
+    message = messages.pop()
+    assert message.startswith(f"rank 0 failed checking output_dir: RunError: {outdir}/pretraining/rank0") and \
+        message.endswith("every rank stops"), message
+    assert "overwrite_output_dir" in message
+
+
 def test_a_nan_on_one_rank_stops_every_rank(run):
     n, _, ranks, _ = run
     messages = {r["nan"]["message"] for r in ranks if r["nan"]}
