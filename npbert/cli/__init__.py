@@ -56,7 +56,11 @@ def main(argv=None):
     argv = [a for a in argv if a != "--debug"]           # accepted before or after the command
     mpi.quiet_other_ranks()                  # under mpiexec: rank 0 alone prints (cli/mpi.py)
     parser = build_parser()
-    args = parser.parse_args(argv)           # unknown commands and options: one line and exit status 2
+    try:
+        args = parser.parse_args(argv)       # unknown commands and options: one line and exit status 2
+    except SystemExit as e:
+        mpi.grace(e.code)
+        raise
     if args.version:
         from npbert import __version__
         print(f"npbert {__version__}")
@@ -64,6 +68,7 @@ def main(argv=None):
     if args.command is None:
         parser.print_help(sys.stderr)
         print("\nnpbert: error: a command is required (e.g. `npbert explain`)", file=sys.stderr)
+        mpi.grace(2)
         return 2
     where = f"npbert {args.command}"
     ranks = None

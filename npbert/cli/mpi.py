@@ -14,7 +14,9 @@ world.all_failed tells the two apart by waiting a few seconds for the others to 
 """
 import os
 import sys
+import time
 
+GRACE = 3.0               # seconds; see grace()
 TRAINING_COMMANDS = ("pretrain", "finetune")
 _RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 _real_stderr = None
@@ -86,10 +88,22 @@ def start(command, args=None, argv=None):
     return Ranks(world)
 
 
+def grace(status):
+    """On a silent rank > 0 ending with an error before any world exists (a usage error, a
+    command that refuses N ranks): wait GRACE seconds first.  mpiexec ends the whole job as soon
+    as one process exits non-zero without MPI, which would cut rank 0 off before it prints the
+    same error."""
+    if status and _real_stderr is not None:
+        time.sleep(GRACE)
+
+
 def finish(ranks, status, message, where):
     """After the command ended with a non-zero `status` on this rank (`message` already printed
     if this is rank 0): return the status when every rank failed alike, else abort the job."""
-    if ranks is None or status == 0:
+    if ranks is None:
+        grace(status)
+        return status
+    if status == 0:
         return status
     world = ranks.world
     if world.all_failed():

@@ -142,9 +142,15 @@ def test_ranks_reading_different_data_stop_before_training(data, tmp_path):
     assert not os.path.exists(tmp_path / "out" / "checkpoint-2")
 
 
-def test_other_commands_refuse_more_than_one_process(tmp_path):
-    proc = h.run_mpi(2, ["explain"], timeout=90, script="-m npbert")
-    assert proc.returncode == 1
-    said = "\n".join(h.rank_lines(proc.stderr, 0))
-    assert "npbert explain runs in one process" in said and "only `npbert pretrain` and `npbert finetune`" in said
+@pytest.mark.parametrize("argv,status,said", [
+    (["explain"], 1, "npbert explain runs in one process"),            # only pretrain and finetune run on N ranks
+    (["pretrain", "--no_such_flag"], 2, "npbert pretrain: error: the following arguments are required"),  # usage
+])
+def test_errors_before_the_world_are_printed_by_rank_0(argv, status, said):
+    """Rank 1 exits silently, after cli.mpi.GRACE seconds: mpiexec ends the job when a process
+    exits non-zero without MPI, which would otherwise cut rank 0 off before it prints."""
+    proc = h.run_mpi(2, argv, timeout=90, script="-m npbert")
+    assert proc.returncode == status, proc.stderr[-2000:]
+    text = "\n".join(h.rank_lines(proc.stderr, 0))
+    assert said in text, proc.stderr[-2000:]
     assert h.rank_lines(proc.stderr, 1) == []
