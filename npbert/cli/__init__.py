@@ -17,6 +17,7 @@ import importlib
 import os
 import sys
 
+from npbert.cli import mpi
 from npbert.cli.common import CliError, HelpFormatter, OneLineErrorParser, one_line
 
 # The commands, in the order `npbert --help` lists them: module names under npbert/cli/.
@@ -55,8 +56,13 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("NPBERT_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a != "--debug"]           # accepted before or after the command
+    mpi.quiet_other_ranks()                  # under mpiexec: rank 0 alone prints (cli/mpi.py)
     parser = build_parser()
-    args = parser.parse_args(argv)           # unknown commands and options: one line and exit status 2
+    try:
+        args = parser.parse_args(argv)       # unknown commands and options: one line and exit status 2
+    except SystemExit as e:
+        mpi.grace(e.code)
+        raise
     if args.version:
         from npbert import __version__
         print(f"npbert {__version__}")
@@ -64,23 +70,26 @@ def main(argv=None):
     if args.command is None:
         parser.print_help(sys.stderr)
         print("\nnpbert: error: a command is required (e.g. `npbert explain`)", file=sys.stderr)
+        mpi.grace(2)
         return 2
     where = f"npbert {args.command}"
+    ranks = None
     try:
-        return args.run(args)
+        ranks = mpi.start(args.command, args, argv)      # mpiexec -n N npbert pretrain/finetune: N ranks, data-parallel
+        status, message = args.run(args), None
     except CliError as e:
         if debug:
             raise
-        print(f"{where}: error: {one_line(str(e), limit=None)}", file=sys.stderr)
-        return e.status
+        status, message = e.status, one_line(str(e), limit=None)
     except KeyboardInterrupt:
         if debug:
             raise
-        print(f"{where}: interrupted", file=sys.stderr)
-        return 130
+        status, message = 130, "interrupted"
     except Exception as e:                          # a problem the command did not foresee: still one line
         if debug:
             raise
-        print(f"{where}: error: {type(e).__name__}: {one_line(str(e))} (run with --debug for the traceback)",
+        status, message = 1, f"{type(e).__name__}: {one_line(str(e))} (run with --debug for the traceback)"
+    if message is not None:
+        print(f"{where}: {message}" if status == 130 and message == "interrupted" else f"{where}: error: {message}",
               file=sys.stderr)
-        return 1
+    return mpi.finish(ranks, status, message, where)

@@ -187,6 +187,7 @@ def training_run(command, output_dir, overwrite_output_dir=False, resume_from_ch
     whole command, checks the directory (another run's files, leftovers), and turns what a run
     can raise (RunError, CheckpointError, a full disk, TrainingInterrupted, a NaN loss,
     Ctrl-C outside the training loop) into a one-line CliError.  Yields the resume command."""
+    from npbert.distributed import DistributedError
     from npbert.io.errors import CheckpointError, RunError
     from npbert.training.runs import RunLock, prepare_output_dir
     from npbert.training.signals import TrainingInterrupted
@@ -200,7 +201,7 @@ def training_run(command, output_dir, overwrite_output_dir=False, resume_from_ch
         from npbert.training.checkpoint import describe_last_checkpoint
         raise CliError(f"interrupted (Ctrl-C) outside the training loop; {describe_last_checkpoint(output_dir)}",
                        status=130) from None
-    except (RunError, CheckpointError, FloatingPointError) as e:
+    except (RunError, CheckpointError, FloatingPointError, DistributedError) as e:   # (every rank, under mpiexec)
         raise CliError(str(e)) from None
     except OSError as e:
         if e.errno is None:

@@ -204,8 +204,10 @@ def evaluate(args, trainer, task, trained):
         said = None
     metrics["epoch"] = state.epoch
     metrics["eval_samples"] = (task.num_examples or {}).get("eval") or len(task.eval_dataset)
-    with atomic_write(os.path.join(args.output_dir, "eval_results.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
+    def write():
+        with atomic_write(os.path.join(args.output_dir, "eval_results.json"), "w") as f:
+            json.dump(metrics, f, indent=2)
+    trainer.world.run_on_main(write, what="writing eval_results.json")        # under mpiexec: rank 0 writes
     if said:
         print(f"eval: {said} is the final one; saved to {os.path.join(args.output_dir, 'eval_results.json')}")
     else:
@@ -218,7 +220,7 @@ def evaluate(args, trainer, task, trained):
 def predict(args, trainer, task):
     out = trainer.predict(task.test_dataset)
     path = os.path.join(args.output_dir, PREDICTIONS)
-    task.write_predictions(out, path)
+    trainer.world.run_on_main(task.write_predictions, out, path, what=f"writing {path}")   # rank 0 writes
     print(f"predictions for {describe(task, 'test', task.test_dataset)}: {path}")
 
 

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -81,6 +82,14 @@ class SingleProcess:
         """Print `message` and end every rank now (MPI_Abort); no cleanup runs."""
         print(message, file=sys.stderr, flush=True)
         os._exit(exit_code)
+
+    def all_failed(self, timeout=5.0):
+        """Called by a rank that failed outside any guard (the command line's error path): True
+        when every rank calls it within `timeout` seconds (they all failed alike, e.g. the same bad
+        flag, and may simply exit), False when some rank does not come (it runs on, or waits in a
+        collective for this one: the job must be aborted).  A non-blocking barrier on a
+        communicator of its own, so it never matches a collective of the training loop."""
+        return True
 
     # -- reductions for logging and counting ---------------------------------------------------
     def all_sum(self, value):
@@ -255,6 +264,7 @@ class MPIWorld(SingleProcess):
         self.local_comm = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
         self.local_rank, self.local_world_size = self.local_comm.Get_rank(), self.local_comm.Get_size()
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+        self._error_comm = self.comm.Dup()          # all_failed's barrier, apart from every other collective
 
     def barrier(self):
         self.comm.Barrier()
@@ -284,3 +294,12 @@ class MPIWorld(SingleProcess):
         print(message, file=sys.stderr, flush=True)
         sys.stdout.flush()
         self.MPI.COMM_WORLD.Abort(exit_code)
+
+    def all_failed(self, timeout=5.0):
+        request = self._error_comm.Ibarrier()
+        deadline = time.monotonic() + timeout
+        while not request.Test():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True

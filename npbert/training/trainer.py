@@ -38,6 +38,7 @@ from npbert.modeling import no_grad
 
 from . import checkpoint as ckpt
 from . import runs
+from .data_parallel import DataParallel, SilentProgress, world_of_trainer
 from .arguments import TrainingArguments
 from .collators import default_data_collator
 from .progress import ProgressLine
@@ -87,6 +88,9 @@ class Trainer:
         # is replaced by the path); the CLI sets it, a library user gets the Python call
         self.resume_command = None
         self._stop, self._last_saved, self._resumed_from = None, None, None
+        # under mpiexec / srun: N ranks, each a share of every batch (data_parallel.py); else one process
+        self.world = world_of_trainer()
+        self._dp = DataParallel(self.world) if self.world.world_size > 1 else None
 
     # ---- optimizer and schedule -------------------------------------------------------------
     def create_optimizer_and_scheduler(self, num_training_steps):
@@ -141,7 +145,7 @@ class Trainer:
         return batch
 
     def _epoch_batches(self, epoch, n):
-        bs = self.args.per_device_train_batch_size
+        bs = self.args.per_device_train_batch_size * self.world.world_size     # a micro-step of every rank
         order = np.random.default_rng([self.args.seed, epoch]).permutation(n)
         count = n // bs if self.args.dataloader_drop_last else -(-n // bs)
         return [order[i * bs:(i + 1) * bs] for i in range(count)]
@@ -151,7 +155,9 @@ class Trainer:
         if self.train_dataset is None:
             raise ValueError("Trainer.train() needs a train_dataset")
         n = len(self.train_dataset)
-        bs = a.per_device_train_batch_size
+        if self._dp is not None:
+            self._dp.check_plan(self, n)
+        bs = a.per_device_train_batch_size * self.world.world_size
         batches = n // bs if a.dataloader_drop_last else -(-n // bs)
         if batches == 0:
             raise ValueError(f"the train dataset has {n} examples: not one batch of {bs}"
@@ -169,14 +175,20 @@ class Trainer:
         the directory is taken or holds another run's files, CheckpointError when a resume is
         refused, TrainingInterrupted after SIGINT / SIGTERM."""
         a = self.args
-        with runs.RunLock(a.output_dir):
-            runs.prepare_output_dir(a.output_dir, a.overwrite_output_dir, resume_from_checkpoint)
+        lock = runs.RunLock(a.output_dir)
+        # (under mpiexec rank 0 alone locks and checks; a refusal stops every rank with its message)
+        self.world.run_on_main(lock.acquire, what="locking output_dir")
+        try:
+            self.world.run_on_main(runs.prepare_output_dir, a.output_dir, a.overwrite_output_dir,
+                                   resume_from_checkpoint, what="checking output_dir")
             self._last_saved, self._resumed_from = None, None
             with StopOnSignal(self._announce, self._interrupted_at_once) as self._stop:
                 try:
                     return self._train(resume_from_checkpoint)
                 finally:
                     self._stop = None
+        finally:
+            lock.release()
 
     def _train(self, resume_from_checkpoint):
         a, model = self.args, self.model
@@ -186,11 +198,17 @@ class Trainer:
                                   logging_steps=a.steps(a.logging_steps, total), eval_steps=a.steps(a.eval_steps, total),
                                   save_steps=a.steps(a.save_steps, total))
         self._patience = 0
+        if self._dp is not None:
+            self._dp.start(self)
         if resume_from_checkpoint:
-            self._resume(resume_from_checkpoint, total)
+            if self._dp is None:
+                self._resume(resume_from_checkpoint, total)
+            else:
+                self._dp.resume(self, resume_from_checkpoint, total)     # rank 0 reads, broadcasts
         st = self.state
         start_step = st.global_step
-        self.progress = ProgressLine(total, start_step, every=st.logging_steps)
+        self.progress = (ProgressLine(total, start_step, every=st.logging_steps) if self.world.is_main_process
+                         else SilentProgress())
         model.train()
         loss_since_log, steps_since_log, train_loss_sum = 0.0, 0, 0.0
         t0 = time.perf_counter()
@@ -202,7 +220,7 @@ class Trainer:
             first = start_step - epoch * updates_per_epoch if epoch == start_step // updates_per_epoch else 0
             for u in range(first, updates_per_epoch):
                 micro = batches[u * a.gradient_accumulation_steps:(u + 1) * a.gradient_accumulation_steps]
-                loss, norm = self._update(micro, epoch)
+                loss, norm = self._update(micro, epoch) if self._dp is None else self._dp.update(self, micro, epoch)
                 st.global_step += 1
                 st.epoch = epoch + (u + 1) / updates_per_epoch
                 loss_since_log += loss
@@ -226,7 +244,8 @@ class Trainer:
                 saved = self._due(a.save_strategy, st.save_steps, epoch_end)
                 if saved:
                     self._save_checkpoint(is_best)
-                if self._stop is not None and self._stop.requested:
+                if self._stop is not None and (self._stop.requested if self._dp is None
+                                               else self._dp.stop_requested(self._stop)):
                     self._stop_after_step(saved)
                 if st.global_step >= total:
                     stop = True
@@ -236,26 +255,33 @@ class Trainer:
         runtime = time.perf_counter() - t0
         done = st.global_step - start_step
         if a.load_best_model_at_end and st.best_model_checkpoint:
-            from npbert.io import read_safetensors
-            ckpt.verify_checkpoint(st.best_model_checkpoint)
-            model.load_state_dict(read_safetensors(os.path.join(st.best_model_checkpoint, "model.safetensors")))
+            if self._dp is not None:
+                self._dp.load_best(self, st.best_model_checkpoint)
+            else:
+                from npbert.io import read_safetensors
+                ckpt.verify_checkpoint(st.best_model_checkpoint)
+                model.load_state_dict(read_safetensors(os.path.join(st.best_model_checkpoint, "model.safetensors")))
             self.progress.message(f"loaded the best model ({a.metric_for_best_model} = {st.best_metric:.4g}) from "
                                   f"{st.best_model_checkpoint}")
         train_loss = train_loss_sum / max(done, 1)
         metrics = {"train_runtime": round(runtime, 4),
-                   "train_samples_per_second": round(done * a.per_device_train_batch_size *
+                   "train_samples_per_second": round(done * a.per_device_train_batch_size * self.world.world_size *
                                                      a.gradient_accumulation_steps / max(runtime, 1e-9), 3),
                    "train_steps_per_second": round(done / max(runtime, 1e-9), 3),
                    "total_flos": 0.0, "train_loss": train_loss}
         st.log_history.append({**metrics, "epoch": round(st.epoch, 4), "step": st.global_step})
+        self.world.run_on_main(self._save_final_state, what="writing trainer_state.json")
+        self.world.run_on_main(self._plot, what="drawing training_curves.png")
+        return TrainOutput(st.global_step, train_loss, metrics)
+
+    def _save_final_state(self):
+        a, st = self.args, self.state
         os.makedirs(a.output_dir, exist_ok=True)
         try:
             st.save_to_json(os.path.join(a.output_dir, "trainer_state.json"))
         except OSError as e:
             raise ckpt.save_error(os.path.join(a.output_dir, "trainer_state.json"), st.global_step, e,
                                   a.output_dir) from e
-        self._plot()
-        return TrainOutput(st.global_step, train_loss, metrics)
 
     def _due(self, strategy, every, epoch_end):
         return strategy == "steps" and self.state.global_step % every == 0 or strategy == "epoch" and epoch_end
@@ -294,6 +320,11 @@ class Trainer:
                 for k, v in g.items():
                     grads[k] += v
             loss_total += loss / len(micro)
+        return loss_total, self._optimizer_step(grads)
+
+    def _optimizer_step(self, grads):
+        """Clip (the global norm, returned; None when not clipped), step the optimizer and the schedule."""
+        a = self.args
         norm = None
         if a.max_grad_norm and a.max_grad_norm > 0 and a.optim != "bert_adam":
             norm = optim.clip_grad_norm_(grads, a.max_grad_norm)
@@ -303,7 +334,7 @@ class Trainer:
         self._last_lr = self.lr_scheduler.get_last_lr()[0]
         self.optimizer.step(grads)
         self.lr_scheduler.step()
-        return loss_total, norm
+        return norm
 
     @staticmethod
     def _nothing_to_predict(batch):
@@ -346,6 +377,8 @@ class Trainer:
     def _rng_states(self):
         states = {"dropout": self.model.state.rng.bit_generator.state,
                   "shuffle": {"seed": self.args.seed, "epoch_permutation": "default_rng([seed, epoch])"}}
+        if self._dp is not None:        # the batches are cut into micro-steps of world_size x per_device rows
+            states["shuffle"]["world_size"] = self.world.world_size
         rng = getattr(self.data_collator, "rng", None)
         if rng is not None:
             states["collator"] = rng.bit_generator.state
@@ -360,9 +393,13 @@ class Trainer:
             "args": {"early_stopping_patience": a.early_stopping_patience,
                      "early_stopping_threshold": a.early_stopping_threshold},
             "attributes": {"early_stopping_patience_counter": self._patience}}}
-        ckpt.save_checkpoint(path, self.model, self.optimizer, self.lr_scheduler, self._rng_states(), st.to_dict(), a)
+        if self._dp is not None:
+            self._dp.before_save(self)
+        self.world.run_on_main(ckpt.save_checkpoint, path, self.model, self.optimizer, self.lr_scheduler,
+                               self._rng_states(), st.to_dict(), a, what=f"writing {path}")
         self._last_saved = path
-        ckpt.rotate_checkpoints(a.output_dir, a.save_total_limit, st.best_model_checkpoint)
+        self.world.run_on_main(ckpt.rotate_checkpoints, a.output_dir, a.save_total_limit, st.best_model_checkpoint,
+                               what="removing old checkpoints")
         return path
 
     # ---- SIGINT / SIGTERM (the messages: signals.py) --------------------------------------------
@@ -404,26 +441,34 @@ class Trainer:
         was_training = model.training
         model.eval()
         t0 = time.perf_counter()
-        preds, labels, loss_sum, n_loss = None, None, 0.0, 0
+        n = len(dataset)
+        parts = []                                  # per batch: (predictions, labels, loss x rows, rows)
         try:
-            for start in range(0, len(dataset), bs):
-                idx = np.arange(start, min(start + bs, len(dataset)))
+            batches = ([np.arange(s, min(s + bs, n)) for s in range(0, n, bs)] if self._dp is None
+                       else self._dp.eval_batches(n, bs))        # N ranks: a contiguous run of them each
+            for idx in batches:
                 batch = self._collate(dataset, idx, prefix)
                 with no_grad():
                     out = model(**batch)
-                if out.get("loss") is not None:
-                    loss_sum += float(out["loss"]) * len(idx)
-                    n_loss += len(idx)
+                loss = float(out["loss"]) * len(idx) if out.get("loss") is not None else None
                 logits = tuple(v for k, v in out.items() if k not in _NOT_PREDICTIONS)
                 logits = logits[0] if len(logits) == 1 else logits
                 if self.preprocess_logits_for_metrics is not None:
                     logits = self.preprocess_logits_for_metrics(logits, batch.get(self.label_names[0]) if self.label_names else None)
-                preds = _nested_concat(preds, logits)
                 found = tuple(batch[k] for k in self.label_names if k in batch)
-                if found:
-                    labels = _nested_concat(labels, found[0] if len(found) == 1 else found)
+                parts.append((logits, (found[0] if len(found) == 1 else found) if found else None, loss, len(idx)))
         finally:
             model.train(was_training)
+        if self._dp is not None:
+            parts = self._dp.gather(parts)          # every rank's batches, in the one-process order
+        preds, labels, loss_sum, n_loss = None, None, 0.0, 0
+        for logits, found, loss, rows in parts:
+            preds = _nested_concat(preds, logits)
+            if found is not None:
+                labels = _nested_concat(labels, found)
+            if loss is not None:
+                loss_sum += loss
+                n_loss += rows
         runtime = time.perf_counter() - t0
         metrics = {}
         if self.compute_metrics is not None and labels is not None:
@@ -452,6 +497,9 @@ class Trainer:
 
     # ---- saving ---------------------------------------------------------------------------------
     def save_model(self, output_dir=None):
+        self.world.run_on_main(self._save_model, output_dir, what="saving the model")      # rank 0 writes
+
+    def _save_model(self, output_dir=None):
         output_dir = output_dir or self.args.output_dir
         try:
             self.model.save_pretrained(output_dir)
@@ -461,8 +509,9 @@ class Trainer:
             raise ckpt.save_error(f"the model to {output_dir}", self.state.global_step, e, self.args.output_dir) from e
 
     def save_state(self):
-        os.makedirs(self.args.output_dir, exist_ok=True)
-        self.state.save_to_json(os.path.join(self.args.output_dir, "trainer_state.json"))
+        if self.world.is_main_process:
+            os.makedirs(self.args.output_dir, exist_ok=True)
+            self.state.save_to_json(os.path.join(self.args.output_dir, "trainer_state.json"))
 
     def _plot(self):
         if not self.args.plot:

@@ -5,17 +5,20 @@ Two steps, as bench_train_step.py builds them (random ids, a quarter of the rows
   global batch 32 x 64, MLM at 15 % of the positions (gathered, the demo's default) + NSP;
 - minilm: a sequence classifier the size of all-MiniLM-L6-v2 (6 layers, hidden 384, vocab
   30522), global batch 16 x 64.
-Each step: this rank's rows, forward, backward with the global normalisation
-(npbert.distributed.backward_global_mean), the bucketed all-reduce, clip_grad_norm_(1.0), AdamW,
-the manual loop of docs/data_parallel.md (the Trainer does it in phase 2).
+--loop trainer (the default) times the Trainer's optimizer steps, what `npbert pretrain` and
+`npbert finetune` run (collation of the micro-step, this rank's forward and backward with the
+global normalisation, the bucketed all-reduce, clip, AdamW); --loop manual the hand-written
+loop of docs/data_parallel.md (and --three: 3 ranks, which the Trainer's even global batches
+here do not allow).
 
 Runners, taking turns round by round: 1 process x 2 threads (NPBERT_NUM_THREADS and OpenBLAS 2),
-`mpiexec -n 2` (bound to a core each, 1 thread each, as npbert.distributed decides on 2 cores),
-and with --three `mpiexec -n 3 --oversubscribe` on the 2 cores.  Printed: median ms per step, the all-reduce's
-ms per step and its share, and the ratio to the 1-process step (median of per-round ratios).
+`mpiexec -n 2` (1 thread each, as npbert.distributed decides on 2 cores), and with --three
+`mpiexec -n 3 --oversubscribe` on the 2 cores.  Printed: the load average, median ms per step,
+the all-reduce's ms per step and its share, and the ratio to the 1-process step (median of
+per-round ratios).
 
-    python tests/bench/bench_data_parallel.py                     # both steps, 3 rounds
-    python tests/bench/bench_data_parallel.py --steps demo --rounds 5 --three
+    python tests/bench/bench_data_parallel.py                     # both steps, the Trainer, 3 rounds
+    python tests/bench/bench_data_parallel.py --steps demo --rounds 5 --loop manual --three
 """
 import argparse
 import json
@@ -44,6 +47,7 @@ def worker(spec_name, steps):
     import npbert
     from npbert import distributed as dist
     from npbert import optim
+    from npbert.fast import parallel
     world = dist.init()                 # first: bench_train_step's import sets NPBERT_NUM_THREADS=2 if unset
     import bench_train_step as ts
     spec = SPECS[spec_name]
@@ -81,15 +85,75 @@ def worker(spec_name, steps):
             reduce_ms.append((t2 - t1) * 1e3)
     if world.is_main_process:
         buckets = next(iter(world.gradient_buckets.values()), None)
-        print(json.dumps({"ranks": world.world_size, "threads": npbert.ops.get_num_threads(),
+        print(json.dumps({"ranks": world.world_size, "threads": parallel.get_num_threads(),
                           "step_ms": statistics.median(step_ms), "allreduce_ms": statistics.median(reduce_ms),
                           "allreduce_bytes": None if buckets is None else buckets.nbytes}), flush=True)
 
 
-def launch(spec_name, ranks, steps):
+def trainer_worker(spec_name, steps):
+    """One runner of the Trainer (what `npbert pretrain` / `finetune` run): Trainer.train() over
+    steps + 1 global batches of the spec's size; each optimizer step (collation, forward,
+    backward, all-reduce, clip, AdamW) timed around the Trainer's update; rank 0 prints a JSON line."""
+    import tempfile
+
+    import numpy as np
+
+    import npbert
+    from npbert import distributed as dist
+    from npbert.fast import parallel
+    world = dist.init()
+    import bench_train_step as ts
+    from npbert.training import Trainer, TrainingArguments
+    spec = SPECS[spec_name]
+    cls = npbert.BertForPreTraining if spec["pretraining"] else npbert.BertForSequenceClassification
+    extra = {} if spec["pretraining"] else {"num_labels": 2}
+    model = cls(npbert.BertConfig(**ts.config_kwargs(spec), **extra), dtype=np.float32).train()
+    model.config.gather_masked_lm = True
+    G, W = spec["batch"], world.world_size
+    if G % W:
+        raise SystemExit(f"the Trainer runner needs a global batch ({G}) that {W} ranks share evenly")
+    data = [ts.batch(spec, spec["pretraining"], seed=i) for i in range(steps + 1)]
+    examples = [{k: v[j] for k, v in d.items()} for d in data for j in range(G)]
+    out = world.broadcast_object(tempfile.mkdtemp(prefix="bench-dp-") if world.is_main_process else None)
+    args = TrainingArguments(out, per_device_train_batch_size=G // W, max_steps=steps + 1, save_strategy="no",
+                             logging_steps=1000, plot=False, learning_rate=1e-4, warmup_ratio=0.0)
+    trainer = Trainer(model, args, train_dataset=examples)
+    trainer._epoch_batches = lambda epoch, n: [np.arange(i, min(i + G, n)) for i in range(0, n, G)]   # in order
+    step_ms, reduce_ms = [], []
+    allreduce = dist.gradients.GradientBuckets.allreduce_
+
+    def timed_allreduce(self, grads, w):
+        t0 = time.perf_counter()
+        result = allreduce(self, grads, w)
+        reduce_ms.append((time.perf_counter() - t0) * 1e3)
+        return result
+    dist.gradients.GradientBuckets.allreduce_ = timed_allreduce
+    def timed(update):
+        def run(*a):
+            t0 = time.perf_counter()
+            result = update(*a)
+            step_ms.append((time.perf_counter() - t0) * 1e3)
+            return result
+        return run
+    if trainer._dp is not None:
+        trainer._dp.update = timed(trainer._dp.update)
+    else:
+        trainer._update = timed(trainer._update)
+    trainer.train()
+    if world.is_main_process:
+        shutil.rmtree(out, ignore_errors=True)
+        buckets = next(iter(world.gradient_buckets.values()), None)
+        print(json.dumps({"ranks": W, "threads": parallel.get_num_threads(),
+                          "step_ms": statistics.median(step_ms[1:]),
+                          "allreduce_ms": statistics.median(reduce_ms[1:]) if reduce_ms else 0.0,
+                          "allreduce_bytes": None if buckets is None else buckets.nbytes}), flush=True)
+
+
+def launch(spec_name, ranks, steps, loop="manual"):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_", "PRTE_"))}
     env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(ROOT), HERE])
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", spec_name, "--worker_steps", str(steps)]
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", spec_name, "--worker_steps", str(steps),
+           "--loop", loop]
     if ranks == 1:
         env.update(NPBERT_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2")
     else:
@@ -115,19 +179,26 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps_per_run", type=int, default=5)
     p.add_argument("--three", action="store_true", help="also 3 ranks (oversubscribing 2 cores)")
+    p.add_argument("--loop", choices=("trainer", "manual"), default="trainer",
+                   help="time the Trainer's steps (what npbert pretrain/finetune run) or the manual loop of "
+                        "docs/data_parallel.md")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--worker_steps", type=int, default=5, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        return worker(args.worker, args.worker_steps)
+        return (trainer_worker if args.loop == "trainer" else worker)(args.worker, args.worker_steps)
     runners = [1, 2] + ([3] if args.three else [])
+    if args.three and args.loop == "trainer":
+        p.error("--three needs --loop manual (the global batches of 32 and 16 rows do not split into 3 equal shares)")
     for name in args.steps.split(","):
         spec = SPECS[name]
         results = {r: [] for r in runners}
         for _ in range(args.rounds):
             for r in runners:
-                results[r].append(launch(name, r, args.steps_per_run))
-        print(f"\n{name}: {spec}, {args.rounds} rounds x {args.steps_per_run} steps")
+                results[r].append(launch(name, r, args.steps_per_run, args.loop))
+        load = os.getloadavg()[0]
+        print(f"\n{name} ({args.loop} loop): {spec}, {args.rounds} rounds x {args.steps_per_run} steps; "
+              f"load average {load:.1f} on {os.cpu_count()} cores")
         for r in runners:
             step = statistics.median(x["step_ms"] for x in results[r])
             red = statistics.median(x["allreduce_ms"] for x in results[r])

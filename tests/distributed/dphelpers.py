@@ -4,7 +4,6 @@ hold uneven numbers of loss items, the one-process step and the manual data-para
 
 The MPI worker (mpi_worker.py) and the pytest side import this same file, so the two sides
 build the same models and batches from the same seeds."""
-import contextlib
 import os
 import shutil
 import signal
@@ -27,6 +26,7 @@ T = 8                 # sequence length
 CHOICES = 3           # multiple choice
 P = 2                 # per_device_train_batch_size
 A = 2                 # gradient_accumulation_steps: a global batch is W * P * A examples
+DROPOUT = 0.1         # the suite's dropout: masks keyed by the global row (rows_of_global_batch)
 
 # kind -> (class name, config overrides)
 HEADS = {
@@ -143,15 +143,15 @@ def reference_step(model, opt, batch):
     return before, float(out["loss"])
 
 
-def rows_of_global_batch(model, start, stop, dropout):
-    """Where the forward of rows [start, stop) of the global batch must say so, for dropout
-    masks keyed by the global row (the reference/fast-path issue).  With dropout off nothing
-    depends on it.  Turning dropout on in these tests is the `dropout` parameter, once that
-    issue's public call lands here."""
-    if dropout:
-        raise NotImplementedError("dropout > 0 needs dropout masks keyed by the global batch row "
-                                  f"(rows [{start}, {stop}) here); not available yet")
-    return contextlib.nullcontext()
+def rows_of_global_batch(model, start, stop, dropout, step_rng=None):
+    """The forward of rows [start, stop) of a global batch that one process runs in ONE forward
+    (reference_step): `model.batch_offset(start)` keys the dropout masks by the global row, and
+    `step_rng` (the dropout generator's state at the start of the step) is put back first, so
+    that each of this rank's micro-forwards draws the step seed that one forward draws.  With
+    dropout off nothing depends on either."""
+    if dropout and step_rng is not None:
+        model.state.rng.bit_generator.state = step_rng
+    return model.batch_offset(start)
 
 
 def dp_step(model, opt, world, batch, per_device=P, normalisation="global", dropout=0.0):
@@ -166,9 +166,10 @@ def dp_step(model, opt, world, batch, per_device=P, normalisation="global", drop
     local = [dist.count_loss_items(model, b) for _, b in mine]
     totals = world.sum_dict(dist.add_counts(local))
     grads, share = None, 0.0
+    step_rng = model.state.rng.bit_generator.state
     with world.guard("dp_step"):
         for (s, b), n in zip(mine, local):
-            with rows_of_global_batch(model, s.start, s.start + len(s.indices), dropout):
+            with rows_of_global_batch(model, s.start, s.start + len(s.indices), dropout, step_rng):
                 out = model(**b)
             if normalisation == "global":
                 g = dist.backward_global_mean(model, out, b, totals, local=n)
@@ -176,6 +177,8 @@ def dp_step(model, opt, world, batch, per_device=P, normalisation="global", drop
             else:
                 g = model.backward(loss=1.0 / (world.world_size * len(shares)))
             grads = g if grads is None else {k: grads[k] + g[k] for k in grads}
+    model.state.rng.bit_generator.state = step_rng            # one seed drawn per step, as reference_step
+    model.state.rng.bit_generator.random_raw()
     grads = dist.allreduce_gradients(grads, model, world, bucket_bytes=4096)
     before = {k: v.copy() for k, v in grads.items()}
     optim.clip_grad_norm_(grads, 1.0)
@@ -194,8 +197,9 @@ def mpiexec():
     return here if os.path.exists(here) else shutil.which("mpiexec")
 
 
-def run_mpi(n, args, timeout=120, env=None, tag_output=True):
-    """Run `python tests/distributed/mpi_worker.py *args` on n ranks; returns CompletedProcess
+def run_mpi(n, args, timeout=120, env=None, tag_output=True, script="mpi_worker.py"):
+    """Run `python tests/distributed/<script> *args` on n ranks (script "-m npbert": the command
+    line); returns CompletedProcess
     (stdout, stderr as text).  The job runs in its own process group, which is killed whole when
     the timeout expires (then AssertionError: a hang is a failure)."""
     cmd = [mpiexec(), "-n", str(n), "--oversubscribe"]
@@ -203,7 +207,8 @@ def run_mpi(n, args, timeout=120, env=None, tag_output=True):
         cmd.append("--allow-run-as-root")
     if tag_output:
         cmd += ["--output", "tag"]                       # each line: [job,rank]<stdout|stderr>: ...
-    cmd += [sys.executable, os.path.join(HERE, "mpi_worker.py"), *map(str, args)]
+    program = ["-m", "npbert"] if script == "-m npbert" else [os.path.join(HERE, script)]
+    cmd += [sys.executable, *program, *map(str, args)]
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_", "PRTE_"))}
     full_env.update({"PYTHONPATH": os.pathsep.join([ROOT, HERE]), "OMPI_MCA_rmaps_base_oversubscribe": "1",
                      "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe"})

@@ -43,7 +43,7 @@ class Suite:
 def suite(request, tmp_path_factory):
     n = request.param
     outdir = tmp_path_factory.mktemp(f"suite{n}")
-    proc = h.run_mpi(n, ["suite", outdir], timeout=SUITE_TIMEOUT)
+    proc = h.run_mpi(n, ["suite", outdir, h.DROPOUT], timeout=SUITE_TIMEOUT)
     assert proc.returncode == 0, f"mpiexec -n {n} suite failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n" \
                                  f"{proc.stderr[-5000:]}"
     return Suite(n, str(outdir), proc)
@@ -100,7 +100,7 @@ def test_the_bucketed_allreduce_is_the_sum_over_ranks(suite, dtype):
 def reference_run(kind, world_size):
     """One process, the global batch of each step of a `world_size`-rank run: (step-0
     gradients, final parameters, losses)."""
-    model = h.build_model(kind, seed=0)
+    model = h.build_model(kind, seed=0, dropout=h.DROPOUT)
     opt = h.make_optimizer(model)
     first, losses = None, []
     for step, G in enumerate(h.step_sizes(world_size)):
@@ -115,7 +115,7 @@ def test_data_parallel_steps_equal_one_process_with_the_global_batch(suite, kind
     """Two optimizer steps (a full global batch of N x 2 x 2 and a short one that leaves a rank
     without a row), each rank its rows, backward with the global normalisation, the bucketed
     all-reduce, clip, AdamW: the gradients, the parameters and the loss are those of one process
-    given the global batch (dropout off: see dphelpers.rows_of_global_batch)."""
+    given the global batch, dropout on (masks keyed by the global row: dphelpers.rows_of_global_batch)."""
     want_grads, want_params, want_losses = reference_run(kind, suite.n)
     zero = analytically_zero(want_grads, h.HEADS[kind][0])
     got0 = suite.npz(f"grads_{kind}_global", 0)

