@@ -27,44 +27,31 @@ overwrite_output_dir or resuming, SIGINT / SIGTERM stop at the end of a step wit
 import inspect
 import math
 import os
-import sys
 import time
 import warnings
 
 import numpy as np
 
 from npbert import optim
-from npbert.modeling import no_grad
 
 from . import checkpoint as ckpt
 from . import runs
+from .checkpointing import Checkpointing
 from .data_parallel import DataParallel, SilentProgress, world_of_trainer
 from .arguments import TrainingArguments
 from .collators import default_data_collator
+from .evaluation import Evaluation
 from .progress import ProgressLine
-from .signals import StopOnSignal, stopped_after_step, stopped_at_once
-from .state import EvalPrediction, PredictionOutput, TrainerState, TrainOutput
+from .signals import StopOnSignal
+from .state import TrainerState, TrainOutput
 
 _LABEL_NAMES = ("labels", "next_sentence_label", "start_positions", "end_positions")
-_NOT_PREDICTIONS = ("loss", "hidden_states", "attentions", "past_key_values", "cross_attentions")
 
 
-def _nested_concat(a, b, padding_index=-100):
-    """Concatenate along the batch axis; arrays whose axis 1 differs are padded with -100 (transformers)."""
-    if a is None:
-        return b
-    if isinstance(a, tuple):
-        return tuple(_nested_concat(x, y, padding_index) for x, y in zip(a, b))
-    if a.ndim < 2 or a.shape[1:] == b.shape[1:]:
-        return np.concatenate([a, b], axis=0)
-    shape = (a.shape[0] + b.shape[0], max(a.shape[1], b.shape[1])) + a.shape[2:]
-    out = np.full(shape, padding_index, dtype=np.result_type(a, b))
-    out[:a.shape[0], :a.shape[1]] = a
-    out[a.shape[0]:, :b.shape[1]] = b
-    return out
+class Trainer(Evaluation, Checkpointing):
+    """transformers' Trainer: train() below; evaluate() / predict() in evaluation.py,
+    checkpoints, resume and saving in checkpointing.py."""
 
-
-class Trainer:
     def __init__(self, model, args=None, train_dataset=None, eval_dataset=None, data_collator=None,
                  compute_metrics=None, preprocess_logits_for_metrics=None, processing_class=None,
                  optimizers=(None, None)):
@@ -344,185 +331,3 @@ class Trainer:
     @staticmethod
     def _has_other_loss(batch):
         return batch.get("next_sentence_label") is not None
-
-    # ---- best model, early stopping ------------------------------------------------------------
-    def _metric_key(self):
-        m = self.args.metric_for_best_model
-        return m if m.startswith("eval_") else f"eval_{m}"
-
-    def _track_best(self, metrics):
-        """(is this evaluation the best so far, should training stop)."""
-        a, st = self.args, self.state
-        if a.metric_for_best_model is None:
-            return False, False
-        key = self._metric_key()
-        if key not in metrics:
-            raise KeyError(f"metric_for_best_model={a.metric_for_best_model!r}: the evaluation returned "
-                           f"{sorted(metrics)}, not {key!r}")
-        value = metrics[key]
-        better = np.greater if a.greater_is_better else np.less
-        improved = st.best_metric is None or (better(value, st.best_metric)
-                                              and abs(value - st.best_metric) > a.early_stopping_threshold)
-        is_best = st.best_metric is None or better(value, st.best_metric)
-        if is_best:
-            st.best_metric, st.best_global_step = float(value), st.global_step
-        self._patience = 0 if improved else self._patience + 1
-        stop = a.early_stopping_patience is not None and self._patience >= a.early_stopping_patience
-        if stop:
-            self.progress.message(f"early stopping at step {st.global_step}: {key} has not improved for "
-                                  f"{self._patience} evaluations (best {st.best_metric:.4g})")
-        return is_best, stop
-
-    # ---- checkpoints ----------------------------------------------------------------------------
-    def _rng_states(self):
-        states = {"dropout": self.model.state.rng.bit_generator.state,
-                  "shuffle": {"seed": self.args.seed, "epoch_permutation": "default_rng([seed, epoch])"}}
-        if self._dp is not None:        # the batches are cut into micro-steps of world_size x per_device rows
-            states["shuffle"]["world_size"] = self.world.world_size
-        rng = getattr(self.data_collator, "rng", None)
-        if rng is not None:
-            states["collator"] = rng.bit_generator.state
-        return states
-
-    def _save_checkpoint(self, is_best=False):
-        st, a = self.state, self.args
-        path = os.path.join(a.output_dir, f"{ckpt.PREFIX}-{st.global_step}")
-        if is_best:
-            st.best_model_checkpoint = path
-        st.stateful_callbacks = {"EarlyStoppingCallback": {
-            "args": {"early_stopping_patience": a.early_stopping_patience,
-                     "early_stopping_threshold": a.early_stopping_threshold},
-            "attributes": {"early_stopping_patience_counter": self._patience}}}
-        if self._dp is not None:
-            self._dp.before_save(self)
-        self.world.run_on_main(ckpt.save_checkpoint, path, self.model, self.optimizer, self.lr_scheduler,
-                               self._rng_states(), st.to_dict(), a, what=f"writing {path}")
-        self._last_saved = path
-        self.world.run_on_main(ckpt.rotate_checkpoints, a.output_dir, a.save_total_limit, st.best_model_checkpoint,
-                               what="removing old checkpoints")
-        return path
-
-    # ---- SIGINT / SIGTERM (the messages: signals.py) --------------------------------------------
-    def _announce(self, message):
-        if self.progress is not None:
-            self.progress.message(message)
-        else:
-            print(message, file=sys.stderr, flush=True)
-
-    def _stop_after_step(self, saved):
-        """The first signal came during this step: save (unless just saved) and stop."""
-        path = self._last_saved if saved else self._save_checkpoint()
-        self.progress.close()
-        raise stopped_after_step(self._stop.requested, self.state, path, self.resume_command)
-
-    def _interrupted_at_once(self, signum):
-        return stopped_at_once(signum, self.state, self._last_saved or self._resumed_from, self.resume_command)
-
-    def _resume(self, resume_from_checkpoint, total):
-        from .resume import resume_checkpoint
-        rng_states, saved, path = resume_checkpoint(self, resume_from_checkpoint, total)
-        self._resumed_from = path
-        self.model.state.rng.bit_generator.state = rng_states["dropout"]      # (states checked by load)
-        rng = getattr(self.data_collator, "rng", None)
-        if rng is not None:
-            if "collator" not in rng_states:
-                raise ckpt.CheckpointError(f"{path} holds no collator generator state, but this run's collator "
-                                           "draws random numbers")
-            rng.bit_generator.state = rng_states["collator"]
-        self.state = TrainerState.from_dict(saved)
-        self._patience = (saved.get("stateful_callbacks", {}).get("EarlyStoppingCallback", {})
-                          .get("attributes", {}).get("early_stopping_patience_counter", 0))
-
-    # ---- evaluation ---------------------------------------------------------------------------
-    def _prediction_loop(self, dataset, prefix):
-        if dataset is None:
-            raise ValueError(f"{prefix}: no dataset to evaluate (pass eval_dataset)")
-        model, bs = self.model, self.args.per_device_eval_batch_size
-        was_training = model.training
-        model.eval()
-        t0 = time.perf_counter()
-        n = len(dataset)
-        parts = []                                  # per batch: (predictions, labels, loss x rows, rows)
-        try:
-            batches = ([np.arange(s, min(s + bs, n)) for s in range(0, n, bs)] if self._dp is None
-                       else self._dp.eval_batches(n, bs))        # N ranks: a contiguous run of them each
-            for idx in batches:
-                batch = self._collate(dataset, idx, prefix)
-                with no_grad():
-                    out = model(**batch)
-                loss = float(out["loss"]) * len(idx) if out.get("loss") is not None else None
-                logits = tuple(v for k, v in out.items() if k not in _NOT_PREDICTIONS)
-                logits = logits[0] if len(logits) == 1 else logits
-                if self.preprocess_logits_for_metrics is not None:
-                    logits = self.preprocess_logits_for_metrics(logits, batch.get(self.label_names[0]) if self.label_names else None)
-                found = tuple(batch[k] for k in self.label_names if k in batch)
-                parts.append((logits, (found[0] if len(found) == 1 else found) if found else None, loss, len(idx)))
-        finally:
-            model.train(was_training)
-        if self._dp is not None:
-            parts = self._dp.gather(parts)          # every rank's batches, in the one-process order
-        preds, labels, loss_sum, n_loss = None, None, 0.0, 0
-        for logits, found, loss, rows in parts:
-            preds = _nested_concat(preds, logits)
-            if found is not None:
-                labels = _nested_concat(labels, found)
-            if loss is not None:
-                loss_sum += loss
-                n_loss += rows
-        runtime = time.perf_counter() - t0
-        metrics = {}
-        if self.compute_metrics is not None and labels is not None:
-            for k, v in self.compute_metrics(EvalPrediction(preds, labels)).items():
-                metrics[k if k.startswith(prefix + "_") else f"{prefix}_{k}"] = v
-        if n_loss:
-            metrics[f"{prefix}_loss"] = loss_sum / n_loss
-        steps = -(-len(dataset) // bs)
-        metrics.update({f"{prefix}_runtime": round(runtime, 4),
-                        f"{prefix}_samples_per_second": round(len(dataset) / max(runtime, 1e-9), 3),
-                        f"{prefix}_steps_per_second": round(steps / max(runtime, 1e-9), 3)})
-        return PredictionOutput(preds, labels, metrics)
-
-    def evaluate(self, eval_dataset=None, metric_key_prefix="eval"):
-        out = self._prediction_loop(eval_dataset if eval_dataset is not None else self.eval_dataset, metric_key_prefix)
-        entry = {**out.metrics, "epoch": round(self.state.epoch, 4), "step": self.state.global_step}
-        self.state.log_history.append(entry)
-        if self.progress is not None:
-            shown = ", ".join(f"{k} {v:.4g}" for k, v in out.metrics.items()
-                              if isinstance(v, float) and not k.endswith(("_runtime", "_per_second")))
-            self.progress.message(f"step {self.state.global_step}: {shown}")
-        return out.metrics
-
-    def predict(self, test_dataset, metric_key_prefix="test"):
-        return self._prediction_loop(test_dataset, metric_key_prefix)
-
-    # ---- saving ---------------------------------------------------------------------------------
-    def save_model(self, output_dir=None):
-        self.world.run_on_main(self._save_model, output_dir, what="saving the model")      # rank 0 writes
-
-    def _save_model(self, output_dir=None):
-        output_dir = output_dir or self.args.output_dir
-        try:
-            self.model.save_pretrained(output_dir)
-            if self.processing_class is not None and hasattr(self.processing_class, "save_pretrained"):
-                self.processing_class.save_pretrained(output_dir)
-        except OSError as e:
-            raise ckpt.save_error(f"the model to {output_dir}", self.state.global_step, e, self.args.output_dir) from e
-
-    def save_state(self):
-        if self.world.is_main_process:
-            os.makedirs(self.args.output_dir, exist_ok=True)
-            self.state.save_to_json(os.path.join(self.args.output_dir, "trainer_state.json"))
-
-    def _plot(self):
-        if not self.args.plot:
-            return None
-        from .plots import have_matplotlib, plot_training_curves
-        path = os.path.join(self.args.output_dir, "training_curves.png")
-        if not have_matplotlib():
-            if self.progress is not None:
-                self.progress.message("(training_curves.png not drawn: pip install matplotlib, or npbert[plot])")
-            return None
-        written = plot_training_curves(self.state.log_history, path, title=type(self.model).__name__)
-        if written and self.progress is not None:
-            self.progress.message(f"training curves: {written}")
-        return written

@@ -73,7 +73,7 @@ def torch_run(task, path, args, kind):
     import torch
     import transformers
     from npbert.training import EvalPrediction
-    from npbert.training.trainer import _nested_concat
+    from npbert.training.evaluation import _nested_concat
     torch.manual_seed(args.seed)
     torch.set_num_threads(2)
     cls = {"token": transformers.BertForTokenClassification, "seq": transformers.BertForSequenceClassification}[kind]
