@@ -153,7 +153,7 @@ def demo(args):
         f"{args.learning_rate:g}, linear warmup over 6 % of the steps and linear decay")
     eval_every = max(1, args.max_steps // args.evaluations)
     targs = TrainingArguments(os.path.join(out, "run"), max_steps=args.max_steps,
-                              per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=128,
+                              per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=64,
                               learning_rate=args.learning_rate, weight_decay=0.01, warmup_ratio=0.06,
                               logging_steps=max(1, eval_every // 4), eval_strategy="steps", eval_steps=eval_every,
                               save_strategy="no", seed=args.seed, plot=False)

@@ -16,6 +16,21 @@ HELD_MASKED_LM_PROB = 0.15        # the held-out masks: Google's 15 %, 80/10/10,
 N_PROMPTS = 10
 
 
+class MaskingCollator:
+    """Training batches (examples without labels) get new masks from DataCollatorForLanguageModeling;
+    held-out batches (examples with labels: masks drawn once) are only stacked, so that every
+    evaluation scores the same predictions.  (The Trainer has one collator for both.)"""
+
+    def __init__(self, tokenizer, mlm_probability, seed):
+        from npbert.training import DataCollatorForLanguageModeling
+        self.masking = DataCollatorForLanguageModeling(tokenizer, mlm_probability=mlm_probability, seed=seed)
+        self.rng = self.masking.rng                  # the Trainer checkpoints a collator's generator
+
+    def __call__(self, examples):
+        from npbert.training import default_data_collator
+        return default_data_collator(examples) if "labels" in examples[0] else self.masking(examples)
+
+
 class DemoData:
     """What the demo trains and evaluates on; summary() is results.json's "data"."""
 
@@ -37,7 +52,7 @@ def demo_data(args, out, say):
                              shakespeare, write_features)
     from npbert.data.pretrain import held_out_tokens, unmasked_tokens
     from npbert.data.prompts import choose_fill_mask_prompts
-    from npbert.training import DataCollatorForLanguageModeling, default_data_collator
+    from npbert.training import default_data_collator
 
     if not 0.0 < args.mlm_probability < 1.0:
         raise CliError(f"--mlm_probability must be between 0 and 1, got {args.mlm_probability}")
@@ -85,7 +100,7 @@ def demo_data(args, out, say):
         masking = f"{args.mlm_probability:.0%} of the tokens masked once per sequence"
     else:
         train = DynamicMasking(train)                # the original tokens back; the collator masks each batch
-        collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability, seed=args.seed)
+        collator = MaskingCollator(tokenizer, args.mlm_probability, args.seed)
         masking = f"{args.mlm_probability:.0%} of the tokens masked anew in every batch"
     say(f"2. instances: {len(train)} training sequences of up to {T} tokens ({masking}; 80 % [MASK], 10 % random, "
         f"10 % kept), half with a random next sentence; {len(held)} held-out sequences from the last {n_held} "
