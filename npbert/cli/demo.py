@@ -133,7 +133,7 @@ def demo(args):
     model = npbert.BertForPreTraining(config, seed=args.seed)
     model.config.gather_masked_lm = True      # the MLM head only at the masked positions while training (Google's)
     baselines = report.baselines(data)
-    before = evaluate_pretraining(model, held)
+    before = evaluate_pretraining(model, held, mask_token_id=tokenizer.mask_token_id)
     say(f"3. BERT-{args.model_size}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
         f"{config.num_attention_heads} heads, {model.num_parameters():,} parameters, dropout {args.dropout:g}")
     report.say_baselines(say, baselines, before, data)
@@ -173,7 +173,7 @@ def demo(args):
     steps_done = trainer.state.global_step
 
     # 5. after
-    after = evaluate_pretraining(model, held)
+    after = evaluate_pretraining(model, held, mask_token_id=tokenizer.mask_token_id)
     prompts_after = report.rank_prompts(model, tokenizer, data.prompts)
     model_dir = os.path.join(out, "model")
     trainer.save_model(model_dir)

@@ -6,6 +6,8 @@ import os
 import random
 import time
 
+import numpy as np
+
 from npbert.cli.common import CliError
 
 HELD_OUT_FRACTION = 0.05          # the last 5 % of the speeches: text the model never trains on
@@ -108,9 +110,14 @@ def demo_data(args, out, say):
     example = collator([train[0]])
     say(f"   e.g. {' '.join(tokenizer.convert_ids_to_tokens(example['input_ids'][0].tolist()))}")
 
+    real = held_features["masked_lm_weights"] > 0                                   # (N, P)
+    rows = np.nonzero(real)[0]
+    inputs = held_features["input_ids"][rows, held_features["masked_lm_positions"][real]]
+    held_tokens_at_mask = held_features["masked_lm_ids"][real][inputs == tokenizer.mask_token_id].astype(np.int64)
     held_lines = [line for speech in held_speeches for line in speech]
     prompts = choose_fill_mask_prompts(held_lines, tokenizer.vocab, N_PROMPTS, tokenizer.mask_token)
     return DemoData(tokenizer=tokenizer, train=train, held=held, collator=collator, prompts=prompts,
-                    train_tokens=train_tokens, held_tokens=held_out_tokens(held), held_file=held_file,
+                    train_tokens=train_tokens, held_tokens=held_out_tokens(held),
+                    held_tokens_at_mask=held_tokens_at_mask, held_file=held_file,
                     held_txt=held_txt, vocab_file=vocab_file, n_train_speeches=len(train_speeches),
                     n_held_speeches=n_held)

@@ -20,9 +20,10 @@ def baselines(data):
     top5 = np.argsort(-counts, kind="stable")[:5]
     majority, label = nsp_majority(data.held)
     return {"most_frequent_token": data.tokenizer.convert_ids_to_tokens([top])[0], "most_frequent_token_id": top,
-            "mlm_accuracy": accuracy,
+            "mlm_accuracy": accuracy, "mlm_accuracy_at_mask": float(np.mean(data.held_tokens_at_mask == top)),
             "five_most_frequent_tokens": data.tokenizer.convert_ids_to_tokens([int(t) for t in top5]),
             "mlm_top5_accuracy": float(np.isin(data.held_tokens, top5).mean()),
+            "held_out_at_mask": int(len(data.held_tokens_at_mask)),
             "unigram_entropy": unigram_entropy(data.held_tokens),
             "uniform_loss": float(np.log(len(data.tokenizer))),
             "nsp_majority_label": NSP_LABELS[label], "nsp_majority": majority,
@@ -75,6 +76,9 @@ def say_results(say, b, before, after):
     ratio = after["mlm_accuracy"] / b["mlm_accuracy"] if b["mlm_accuracy"] else float("inf")
     say(f"   MLM accuracy   {before['mlm_accuracy']:.3f} -> {after['mlm_accuracy']:.3f}   ({ratio:.1f}x always "
         f"guessing {b['most_frequent_token']!r}, {b['mlm_accuracy']:.3f})")
+    say(f"   ... at [MASK]  {before['mlm_accuracy_at_mask']:.3f} -> {after['mlm_accuracy_at_mask']:.3f}   (the "
+        f"{b['held_out_at_mask']} positions whose input is [MASK], guessed from the context alone; always "
+        f"{b['most_frequent_token']!r}: {b['mlm_accuracy_at_mask']:.3f})")
     say(f"   MLM top-5      {before['mlm_top5_accuracy']:.3f} -> {after['mlm_top5_accuracy']:.3f}   (the 5 most "
         f"frequent tokens: {b['mlm_top5_accuracy']:.3f})")
     say(f"   MLM loss       {before['mlm_loss']:.3f} -> {after['mlm_loss']:.3f}   (unigram entropy of the held-out "

@@ -74,8 +74,12 @@ def compute_pretraining_metrics(eval_pred):
     return pretraining_metrics(rank, log_prob, nsp_log_probs, labels, nsp_labels)
 
 
-def evaluate_pretraining(model, dataset, batch_size=64):
-    """pretraining_metrics of `model` on a PretrainingDataset, in eval mode (the mode is restored)."""
+def evaluate_pretraining(model, dataset, batch_size=64, mask_token_id=None):
+    """pretraining_metrics of `model` on a PretrainingDataset, in eval mode (the mode is restored).
+
+    With mask_token_id, also mlm_accuracy_at_mask: the accuracy over the predicted positions
+    whose input is [MASK] (80 % of them), where the model must guess from the context alone; at
+    the 10 % left unchanged it can copy its input, at the 10 % replaced it is misled."""
     import npbert
     from npbert.training import default_data_collator
     was = model.training
@@ -88,11 +92,15 @@ def evaluate_pretraining(model, dataset, batch_size=64):
             with npbert.no_grad():
                 out = model(**batch)
             parts.append(preprocess_logits_for_metrics((out.prediction_logits, out.seq_relationship_logits), labels)
-                         + (labels, nsp))
+                         + (labels, nsp, batch["input_ids"] == mask_token_id))
     finally:
         model.train(was)
-    rank, log_prob, nsp_lp, labels, nsp = (np.concatenate(k) for k in zip(*parts))
-    return pretraining_metrics(rank, log_prob, nsp_lp, labels, nsp)
+    rank, log_prob, nsp_lp, labels, nsp, at_mask = (np.concatenate(k) for k in zip(*parts))
+    metrics = pretraining_metrics(rank, log_prob, nsp_lp, labels, nsp)
+    if mask_token_id is not None:
+        chosen = (labels != -100) & at_mask                            # (N, T)
+        metrics["mlm_accuracy_at_mask"] = float((rank[chosen] == 0).mean()) if chosen.any() else float("nan")
+    return metrics
 
 
 def held_out_tokens(dataset):

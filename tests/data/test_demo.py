@@ -37,8 +37,9 @@ def held_out(out):
 def test_the_fields_are_there(run):
     _, r = run
     for when in ("before", "after"):
-        assert set(r[when]) == {"mlm_accuracy", "mlm_top5_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss"}
-        for k in ("mlm_accuracy", "mlm_top5_accuracy", "nsp_accuracy"):
+        assert set(r[when]) == {"mlm_accuracy", "mlm_accuracy_at_mask", "mlm_top5_accuracy", "mlm_loss",
+                                "nsp_accuracy", "nsp_loss"}
+        for k in ("mlm_accuracy", "mlm_accuracy_at_mask", "mlm_top5_accuracy", "nsp_accuracy"):
             assert 0.0 <= r[when][k] <= 1.0, (when, k)
         assert r[when]["mlm_top5_accuracy"] >= r[when]["mlm_accuracy"]
     assert {"mlm_accuracy", "mlm_top5_accuracy", "unigram_entropy", "nsp_majority", "most_frequent_token"} <= set(
@@ -87,7 +88,8 @@ def test_the_after_numbers_are_the_saved_models(run):
     out, r = run
     feats, _, _ = held_out(out)
     model = npbert.BertForPreTraining.from_pretrained(str(out / "model"))
-    right = total = nsp_right = 0
+    right = total = nsp_right = right_at_mask = total_at_mask = 0
+    mask_id = npbert.BertTokenizer(str(out / "vocab.txt")).mask_token_id
     for s in range(0, len(feats["input_ids"]), 64):
         sl = slice(s, s + 64)
         with npbert.no_grad():
@@ -100,10 +102,15 @@ def test_the_after_numbers_are_the_saved_models(run):
             pos, ids = feats["masked_lm_positions"][s + i][real], feats["masked_lm_ids"][s + i][real]
             right += int((guess[i, pos] == ids).sum())
             total += len(ids)
+            at_mask = feats["input_ids"][s + i][pos] == mask_id
+            right_at_mask += int((guess[i, pos][at_mask] == ids[at_mask]).sum())
+            total_at_mask += int(at_mask.sum())
         nsp_right += int((o.seq_relationship_logits.argmax(-1) == feats["next_sentence_labels"][sl]).sum())
     # float32 on both sides, the same weights and inputs: equal up to argmax ties, i.e. exactly
     assert right / total == pytest.approx(r["after"]["mlm_accuracy"], abs=1e-12)
     assert nsp_right / len(feats["input_ids"]) == pytest.approx(r["after"]["nsp_accuracy"], abs=1e-12)
+    assert right_at_mask / total_at_mask == pytest.approx(r["after"]["mlm_accuracy_at_mask"], abs=1e-12)
+    assert total_at_mask == r["baselines"]["held_out_at_mask"]
 
 
 def test_the_prompts_follow_the_printed_rule(run):
