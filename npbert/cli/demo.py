@@ -28,17 +28,20 @@ def add_parser(commands):
                    help="time budget of the training (default 150): on a slow or busy machine max_steps is "
                         "lowered to fit it, from 3 timed steps; 0 for no limit")
     p.add_argument("--vocab_size", type=positive_int, default=2000)
-    p.add_argument("--max_seq_length", type=positive_int, default=32,
-                   help="tokens per sequence (default 32: two or three of Shakespeare's short lines)")
-    p.add_argument("--batch_size", type=positive_int, default=64)
+    p.add_argument("--max_seq_length", type=positive_int, default=24,
+                   help="tokens per sequence (default 24: about two of Shakespeare's short lines)")
+    p.add_argument("--batch_size", type=positive_int, default=86, help="sequences per step (default 86: 2,064 tokens)")
     p.add_argument("--learning_rate", type=float, default=3e-3,
                    help="peak AdamW learning rate, after a linear warmup over 6 %% of the steps (default 3e-3)")
-    p.add_argument("--mlm_probability", type=float, default=0.15, help="share of the tokens masked (default 0.15)")
+    p.add_argument("--mlm_probability", type=float, default=0.3,
+                   help="share of the training tokens masked (default 0.3; the held-out set keeps Google's 0.15)")
     p.add_argument("--static_masking", action="store_true",
                    help="mask each training sequence once, as Google's create_pretraining_data (default: new masks "
                         "every batch)")
     p.add_argument("--dropout", type=float, default=0.0,
                    help="hidden and attention dropout (default 0: a two-minute run underfits, it does not overfit)")
+    p.add_argument("--initializer_range", type=float, default=0.05,
+                   help="std of the initial weights (default 0.05; transformers' 0.02 suits hidden size 768)")
     p.add_argument("--model_size", choices=("tiny", "mini"), default="tiny")
     p.add_argument("--evaluations", type=positive_int, default=6, help="held-out evaluations during training (curves)")
     p.add_argument("--speeches", type=positive_int, default=None, help="use only the first N speeches (faster)")
@@ -129,7 +132,8 @@ def demo(args):
 
     # 3. the model and the baselines, before training
     config = config_for_size(args.model_size, len(tokenizer), max_position_embeddings=args.max_seq_length,
-                             hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
+                             hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout,
+                             initializer_range=args.initializer_range)
     model = npbert.BertForPreTraining(config, seed=args.seed)
     model.config.gather_masked_lm = True      # the MLM head only at the masked positions while training (Google's)
     baselines = report.baselines(data)
@@ -137,7 +141,8 @@ def demo(args):
     say(f"3. BERT-{args.model_size}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
         f"{config.num_attention_heads} heads, {model.num_parameters():,} parameters, dropout {args.dropout:g}")
     report.say_baselines(say, baselines, before, data)
-    say(f"   fill-mask prompts, chosen before training by a rule: {RULE.format(n=N_PROMPTS)}")
+    rule = RULE.format(n=N_PROMPTS, max_tokens=args.max_seq_length)
+    say(f"   fill-mask prompts, chosen before training by a rule: {rule}")
     prompts_before = report.rank_prompts(model, tokenizer, data.prompts)
 
     # 4. pre-training
@@ -179,7 +184,7 @@ def demo(args):
     trainer.save_model(model_dir)
     say(f"\n5. after {steps_done} steps ({train_time:.0f} s of training), on the {len(held)} held-out sequences:")
     nsp = report.say_results(say, baselines, before, after)
-    fill = report.fill_mask_table(say, data.prompts, prompts_before, prompts_after)
+    fill = report.fill_mask_table(say, data.prompts, prompts_before, prompts_after, rule)
     pictures = report.pictures(out, trainer.state.log_history, baselines, model, tokenizer, data.prompts)
     results = {
         "command": "npbert demo " + " ".join(f"--{k} {v}" for k, v in sorted(vars(args).items())
@@ -190,7 +195,7 @@ def demo(args):
                    "max_seq_length": args.max_seq_length, "batch_size": args.batch_size,
                    "learning_rate": args.learning_rate, "warmup_ratio": 0.06, "lr_scheduler_type": "linear",
                    "masking": "static" if args.static_masking else "dynamic", "mlm_probability": args.mlm_probability,
-                   "dropout": args.dropout, "seed": args.seed},
+                   "dropout": args.dropout, "initializer_range": args.initializer_range, "seed": args.seed},
         "data": data.summary(),
         "baselines": baselines,
         "before": before,

@@ -115,7 +115,7 @@ def demo_data(args, out, say):
     inputs = held_features["input_ids"][rows, held_features["masked_lm_positions"][real]]
     held_tokens_at_mask = held_features["masked_lm_ids"][real][inputs == tokenizer.mask_token_id].astype(np.int64)
     held_lines = [line for speech in held_speeches for line in speech]
-    prompts = choose_fill_mask_prompts(held_lines, tokenizer.vocab, N_PROMPTS, tokenizer.mask_token)
+    prompts = choose_fill_mask_prompts(held_lines, tokenizer, N_PROMPTS, max_tokens=T)
     return DemoData(tokenizer=tokenizer, train=train, held=held, collator=collator, prompts=prompts,
                     train_tokens=train_tokens, held_tokens=held_out_tokens(held),
                     held_tokens_at_mask=held_tokens_at_mask, held_file=held_file,

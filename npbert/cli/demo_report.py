@@ -90,9 +90,8 @@ def say_results(say, b, before, after):
     return verdict
 
 
-def fill_mask_table(say, prompts, ranks_before, ranks_after):
+def fill_mask_table(say, prompts, ranks_before, ranks_after, rule):
     """Print the table; returns results.json's "fill_mask"."""
-    from npbert.data.prompts import RULE
     rows = []
     say("\n   fill-mask on the held-out prompts (rank of the right word among all tokens, 1 = the top guess):")
     width = max([len(p) for p, _, _ in prompts] + [10])
@@ -107,7 +106,7 @@ def fill_mask_table(say, prompts, ranks_before, ranks_after):
     med1 = float(np.median([r["rank_after"] for r in rows])) if rows else None
     say(f"   right word in the top 5: {n0} of {len(rows)} before, {n1} of {len(rows)} after; median rank "
         f"{med0:g} -> {med1:g}" if rows else "   (no held-out line fits the rule)")
-    return {"rule": RULE.format(n=len(prompts)), "prompts": rows, "in_top5_before": n0, "in_top5_after": n1,
+    return {"rule": rule, "prompts": rows, "in_top5_before": n0, "in_top5_after": n1,
             "median_rank_before": med0, "median_rank_after": med1}
 
 
