@@ -43,6 +43,9 @@ def add_parser(commands):
     p.add_argument("--initializer_range", type=float, default=0.05,
                    help="std of the initial weights (default 0.05; transformers' 0.02 suits hidden size 768)")
     p.add_argument("--model_size", choices=("tiny", "mini"), default="tiny")
+    p.add_argument("--finetune_steps", type=non_negative_int, default=150,
+                   help="step 6: fine-tune the pre-trained model and one from random weights for this many steps on "
+                        "a word-order task made from the corpus (default 150; 0 to skip)")
     p.add_argument("--evaluations", type=positive_int, default=6, help="held-out evaluations during training (curves)")
     p.add_argument("--speeches", type=positive_int, default=None, help="use only the first N speeches (faster)")
     p.add_argument("--seed", type=non_negative_int, default=0)
@@ -103,8 +106,9 @@ def _prepare_output_dir(out):
     if os.path.exists(out) and not os.path.isdir(out):
         raise CliError(f"--output_dir {out}: a file of that name exists")
     os.makedirs(out, exist_ok=True)
-    replaced = [name for name in ("results.json", "model", "run") if os.path.exists(os.path.join(out, name))]
-    for name in ("model", "run"):
+    written = ("model", "run", "finetune-pretrained", "finetune-random_init")
+    replaced = [name for name in ("results.json",) + written if os.path.exists(os.path.join(out, name))]
+    for name in written:
         if os.path.isdir(os.path.join(out, name)):
             shutil.rmtree(os.path.join(out, name))
     return replaced
@@ -115,8 +119,7 @@ def demo(args):
     import npbert
     from npbert.cli import demo_report as report
     from npbert.cli.demo_data import N_PROMPTS, demo_data
-    from npbert.data.pretrain import (compute_pretraining_metrics, config_for_size, evaluate_pretraining,
-                                      preprocess_logits_for_metrics)
+    from npbert.data.pretrain import config_for_size, evaluate_pretraining
     from npbert.data.prompts import RULE
     from npbert.training import Trainer, TrainingArguments
 
@@ -163,9 +166,8 @@ def demo(args):
                               logging_steps=max(1, eval_every // 4), eval_strategy="steps", eval_steps=eval_every,
                               save_strategy="no", seed=args.seed, plot=False)
     trainer = Trainer(model, targs, train_dataset=_Timed(train), eval_dataset=held, data_collator=data.collator,
-                      compute_metrics=compute_pretraining_metrics,
-                      preprocess_logits_for_metrics=preprocess_logits_for_metrics, processing_class=tokenizer)
-    report.start_clock(trainer)
+                      processing_class=tokenizer)
+    report.evaluate_during_training(trainer, held, tokenizer.mask_token_id)
     trainer.train_dataset.deadline = trainer.t0 + budget * 1.1 if budget > 0 else None
     try:
         trainer.train()
@@ -185,7 +187,12 @@ def demo(args):
     say(f"\n5. after {steps_done} steps ({train_time:.0f} s of training), on the {len(held)} held-out sequences:")
     nsp = report.say_results(say, baselines, before, after)
     fill = report.fill_mask_table(say, data.prompts, prompts_before, prompts_after, rule)
-    pictures = report.pictures(out, trainer.state.log_history, baselines, model, tokenizer, data.prompts)
+    fine_tuning = None
+    if args.finetune_steps:
+        from npbert.cli.demo_thesis import fine_tune_both
+        fine_tuning = fine_tune_both(model_dir, tokenizer, data.train_lines, data.held_lines, args, out, say)
+    pictures = report.pictures(out, trainer.state.log_history, baselines, before, model, tokenizer, data.prompts,
+                               args.mlm_probability)
     results = {
         "command": "npbert demo " + " ".join(f"--{k} {v}" for k, v in sorted(vars(args).items())
                                              if k not in ("run", "command") and v not in (None, False)),
@@ -203,6 +210,7 @@ def demo(args):
         "nsp": nsp,
         "fill_mask": fill,
         "curve": report.curve(trainer.state.log_history),
+        "fine_tuning": fine_tuning,
         "steps": steps_done,
         "max_steps_planned": args.max_steps,
         "train_seconds": round(train_time, 2),

@@ -110,32 +110,41 @@ def fill_mask_table(say, prompts, ranks_before, ranks_after, rule):
             "median_rank_before": med0, "median_rank_after": med1}
 
 
-def start_clock(trainer):
-    """Time the training without its evaluations: every evaluation's log entry gets
-    "train_seconds", the training time spent before it (so a curve can be drawn against time)."""
+def evaluate_during_training(trainer, held, mask_token_id):
+    """Make the Trainer's evaluations the demo's own (evaluate_pretraining, as before and after
+    training, so that every number is measured one way), each log entry with "train_seconds": the
+    training time before it, evaluations left out (so that a curve can be drawn against time)."""
+    from npbert.data.pretrain import evaluate_pretraining
     trainer.t0 = time.perf_counter()
     trainer.eval_seconds = 0.0
-    evaluate = trainer.evaluate
 
-    def timed_evaluate(*args, **kwargs):
+    def evaluate(*args, **kwargs):
         t = time.perf_counter()
-        metrics = evaluate(*args, **kwargs)
-        trainer.state.log_history[-1]["train_seconds"] = round(t - trainer.t0 - trainer.eval_seconds, 3)
+        metrics = {f"eval_{k}": v for k, v in evaluate_pretraining(trainer.model, held, 64, mask_token_id).items()}
+        st = trainer.state
+        st.log_history.append({**metrics, "eval_runtime": round(time.perf_counter() - t, 4),
+                               "train_seconds": round(t - trainer.t0 - trainer.eval_seconds, 3),
+                               "epoch": round(st.epoch, 4), "step": st.global_step})
         trainer.eval_seconds += time.perf_counter() - t
+        if trainer.progress is not None:
+            trainer.progress.message(f"step {st.global_step}: held-out MLM accuracy {metrics['eval_mlm_accuracy']:.3f} "
+                                     f"(at [MASK] {metrics['eval_mlm_accuracy_at_mask']:.3f}, top-5 "
+                                     f"{metrics['eval_mlm_top5_accuracy']:.3f}), MLM loss {metrics['eval_mlm_loss']:.3f}, "
+                                     f"NSP accuracy {metrics['eval_nsp_accuracy']:.3f}")
         return metrics
 
-    trainer.evaluate = timed_evaluate
+    trainer.evaluate = evaluate
     return trainer
 
 
 def curve(log_history):
     """The held-out numbers at every evaluation: [{step, train_seconds, mlm_accuracy, ...}]."""
-    keys = ("mlm_accuracy", "mlm_top5_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss")
+    keys = ("mlm_accuracy", "mlm_accuracy_at_mask", "mlm_top5_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss")
     return [{"step": e["step"], "train_seconds": e.get("train_seconds"), **{k: e[f"eval_{k}"] for k in keys}}
             for e in log_history if "eval_mlm_accuracy" in e]
 
 
-def pictures(out, log_history, b, model, tokenizer, prompts):
+def pictures(out, log_history, b, before, model, tokenizer, prompts, mlm_probability):
     """training_curves.png (with the baselines as lines) and attention.png; {} without matplotlib."""
     from npbert.training.plots import have_matplotlib, plot_training_curves
     if not have_matplotlib():
@@ -143,17 +152,20 @@ def pictures(out, log_history, b, model, tokenizer, prompts):
     panels = [
         ("loss (nats)", ["loss", "eval_mlm_loss"],
          [(b["unigram_entropy"], f"unigram entropy of the held-out tokens {b['unigram_entropy']:.2f}")]),
-        ("held-out MLM accuracy", ["eval_mlm_top5_accuracy", "eval_mlm_accuracy"],
+        ("held-out MLM accuracy", ["eval_mlm_top5_accuracy", "eval_mlm_accuracy", "eval_mlm_accuracy_at_mask"],
          [(b["mlm_accuracy"], f"always {b['most_frequent_token']!r}: {b['mlm_accuracy']:.3f}"),
           (b["mlm_top5_accuracy"], f"the 5 most frequent tokens (top-5): {b['mlm_top5_accuracy']:.3f}")]),
         ("held-out NSP accuracy", ["eval_nsp_accuracy"],
-         [(b["nsp_majority"], f"always {b['nsp_majority_label']}: {b['nsp_majority']:.3f}")]),
+         [(b["nsp_majority"], f"always {b['nsp_majority_label']}: {b['nsp_majority']:.3f}")],
+         (b["nsp_majority"] - 0.15, b["nsp_majority"] + 0.15)),
     ]
-    labels = {"loss": "training loss, MLM + NSP (mean over the steps since the last log)",
-              "eval_mlm_loss": "held-out MLM loss", "eval_mlm_accuracy": "top-1",
-              "eval_mlm_top5_accuracy": "top-5", "eval_nsp_accuracy": "NSP"}
+    labels = {"loss": f"training loss: MLM ({mlm_probability:.0%} masked) + NSP, mean over the steps since the last log",
+              "eval_mlm_loss": "held-out MLM loss (15 % masked)", "eval_mlm_accuracy": "top-1",
+              "eval_mlm_accuracy_at_mask": "top-1 at the [MASK] inputs", "eval_mlm_top5_accuracy": "top-5",
+              "eval_nsp_accuracy": "NSP"}
+    history = [{**{f"eval_{k}": v for k, v in before.items()}, "step": 0}] + list(log_history)   # before training
     drawn = {}
-    curves = plot_training_curves(log_history, os.path.join(out, "training_curves.png"),
+    curves = plot_training_curves(history, os.path.join(out, "training_curves.png"),
                                   title="BERT-tiny pre-training on Shakespeare (held out: the last 5 % of the speeches)",
                                   panels=panels, labels=labels)
     if curves:

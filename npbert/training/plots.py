@@ -35,8 +35,9 @@ def plot_training_curves(log_history, path, title=None, panels=None, labels=None
     """Write the curves to `path` (PNG, atomically); returns path, or None without matplotlib
     or without anything to draw.
 
-    panels: [(y-axis label, [log keys], [(y, label), ...] baselines drawn as dashed lines)], one
-    panel each; by default the training and evaluation loss, then every other eval_ metric.
+    panels: [(y-axis label, [log keys], [(y, label), ...] baselines drawn as dashed lines[, (ymin,
+    ymax)])], one panel each; by default the training and evaluation loss, then every other
+    eval_ metric.
     labels: {log key: legend text} (default: the key; "loss" is TRAIN_LOSS_LABEL)."""
     if not have_matplotlib():
         return None
@@ -46,13 +47,13 @@ def plot_training_curves(log_history, path, title=None, panels=None, labels=None
 
     from npbert.io._atomic import atomic_path
 
-    panels = [(y, keys, lines) for y, keys, lines in (panels or _default_panels(log_history))
-              if any(_series(log_history, k) for k in keys)]
+    panels = [tuple(p) + (None,) * (4 - len(p)) for p in (panels or _default_panels(log_history))]
+    panels = [p for p in panels if any(_series(log_history, k) for k in p[1])]
     if not panels:
         return None
     names = {"loss": TRAIN_LOSS_LABEL, **(labels or {})}
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
-    for ax, (ylabel, keys, lines) in zip(axes[0], panels):
+    for ax, (ylabel, keys, lines, ylim) in zip(axes[0], panels):
         for k in keys:
             points = _series(log_history, k)
             if points:
@@ -61,6 +62,8 @@ def plot_training_curves(log_history, path, title=None, panels=None, labels=None
             ax.axhline(y, linestyle="--", color="gray", linewidth=1)
             ax.annotate(text, (0.01, y), xycoords=("axes fraction", "data"), fontsize=7, color="dimgray",
                         va="bottom")
+        if ylim:
+            ax.set_ylim(*ylim)
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)

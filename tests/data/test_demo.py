@@ -21,7 +21,7 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "npbert-demo"
     status = main(["demo", "--output_dir", str(out), "--speeches", "1200", "--max_steps", str(STEPS),
                    "--vocab_size", "400", "--max_seq_length", "32", "--batch_size", "32", "--train_seconds", "0",
-                   "--evaluations", "2"])
+                   "--evaluations", "2", "--finetune_steps", "10"])
     assert status == 0
     with open(out / "results.json", encoding="utf-8") as f:
         return out, json.load(f)
@@ -51,6 +51,15 @@ def test_the_fields_are_there(run):
     assert steps == sorted(steps) and steps[-1] == STEPS and len(steps) == 2
     assert seconds == sorted(seconds) and 0 < seconds[-1] <= r["train_seconds"]
     assert r["curve"][-1]["mlm_accuracy"] == pytest.approx(r["after"]["mlm_accuracy"])     # the same model, data
+
+
+def test_fine_tuning_compares_the_two_starts(run):
+    _, r = run
+    ft = r["fine_tuning"]
+    assert ft["steps"] == 10 and ft["train_examples"] > 100 and ft["held_out_examples"] > 50
+    for k in ("pretrained", "random_init", "majority"):
+        assert 0.0 <= ft[k] <= 1.0, k
+    assert ft["majority"] >= 0.5
 
 
 def test_training_moved_the_numbers(run):
