@@ -22,10 +22,10 @@ def add_parser(commands):
                                          "learned", description=__doc__.split("\n\n")[0])
     p.add_argument("--output_dir", default="npbert-demo", help="where the model, data, results and pictures go "
                                                                 "(default ./npbert-demo; a previous demo there is replaced)")
-    p.add_argument("--max_steps", type=positive_int, default=600,
-                   help="optimizer steps (default 600; fewer when they would not fit in --train_seconds)")
-    p.add_argument("--train_seconds", type=float, default=150.0,
-                   help="time budget of the training (default 150): on a slow or busy machine max_steps is "
+    p.add_argument("--max_steps", type=positive_int, default=800,
+                   help="optimizer steps (default 800; fewer when they would not fit in --train_seconds)")
+    p.add_argument("--train_seconds", type=float, default=120.0,
+                   help="time budget of the pre-training (default 120): on a slow or busy machine max_steps is "
                         "lowered to fit it, from 3 timed steps; 0 for no limit")
     p.add_argument("--vocab_size", type=positive_int, default=2000)
     p.add_argument("--max_seq_length", type=positive_int, default=24,
@@ -43,9 +43,9 @@ def add_parser(commands):
     p.add_argument("--initializer_range", type=float, default=0.05,
                    help="std of the initial weights (default 0.05; transformers' 0.02 suits hidden size 768)")
     p.add_argument("--model_size", choices=("tiny", "mini"), default="tiny")
-    p.add_argument("--finetune_steps", type=non_negative_int, default=150,
+    p.add_argument("--finetune_steps", type=non_negative_int, default=300,
                    help="step 6: fine-tune the pre-trained model and one from random weights for this many steps on "
-                        "a word-order task made from the corpus (default 150; 0 to skip)")
+                        "a word-order task made from the corpus (default 300; 0 to skip)")
     p.add_argument("--evaluations", type=positive_int, default=6, help="held-out evaluations during training (curves)")
     p.add_argument("--speeches", type=positive_int, default=None, help="use only the first N speeches (faster)")
     p.add_argument("--seed", type=non_negative_int, default=0)
@@ -185,7 +185,8 @@ def demo(args):
     model_dir = os.path.join(out, "model")
     trainer.save_model(model_dir)
     say(f"\n5. after {steps_done} steps ({train_time:.0f} s of training), on the {len(held)} held-out sequences:")
-    nsp = report.say_results(say, baselines, before, after)
+    cue = report.nsp_shared_words(held.features, data.train_tokens, data.special_ids)
+    nsp = report.say_results(say, baselines, before, after, cue)
     fill = report.fill_mask_table(say, data.prompts, prompts_before, prompts_after, rule)
     fine_tuning = None
     if args.finetune_steps:

@@ -118,7 +118,7 @@ def demo_data(args, out, say):
     prompts = choose_fill_mask_prompts(held_lines, tokenizer, N_PROMPTS, max_tokens=T)
     return DemoData(tokenizer=tokenizer, train=train, held=held, collator=collator, prompts=prompts,
                     train_tokens=train_tokens, held_tokens=held_out_tokens(held),
-                    held_tokens_at_mask=held_tokens_at_mask, held_file=held_file,
+                    held_tokens_at_mask=held_tokens_at_mask, held_file=held_file, special_ids=special,
                     held_txt=held_txt, vocab_file=vocab_file, n_train_speeches=len(train_speeches),
                     train_lines=[line for speech in train_speeches for line in speech], held_lines=held_lines,
                     n_held_speeches=n_held)

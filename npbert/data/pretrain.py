@@ -109,16 +109,22 @@ def held_out_tokens(dataset):
     return np.concatenate([ex["labels"][ex["labels"] != -100] for ex in (dataset[i] for i in range(len(dataset)))])
 
 
-def unmasked_tokens(features, special_ids):
-    """The tokens of the sequences as they were before masking, flattened, without padding and
-    without the ids in special_ids ([CLS], [SEP], ...): (M,) int64.  features: the arrays of
-    instances_to_features (input_ids (N, T), input_mask, masked_lm_positions/ids/weights (N, P))."""
+def unmasked_ids(features):
+    """input_ids (N, T) as they were before masking: the original ids put back at the predicted
+    positions.  features: the arrays of instances_to_features (input_ids, masked_lm_positions,
+    masked_lm_ids, masked_lm_weights)."""
     ids = np.array(features["input_ids"], dtype=np.int64)                          # (N, T), masked
     real = features["masked_lm_weights"] > 0                                        # (N, P)
-    rows = np.repeat(np.arange(len(ids)), real.shape[1]).reshape(real.shape)       # (N, P) row of each prediction
-    ids[rows[real], features["masked_lm_positions"][real]] = features["masked_lm_ids"][real]   # undo the masks
-    keep = (features["input_mask"] > 0) & ~np.isin(ids, list(special_ids))
-    return ids[keep]
+    rows = np.nonzero(real)[0]                                                      # the row of each prediction
+    ids[rows, features["masked_lm_positions"][real]] = features["masked_lm_ids"][real]
+    return ids
+
+
+def unmasked_tokens(features, special_ids):
+    """The tokens of the sequences before masking, flattened, without padding and without the ids
+    in special_ids ([CLS], [SEP], ...): (M,) int64."""
+    ids = unmasked_ids(features)
+    return ids[(features["input_mask"] > 0) & ~np.isin(ids, list(special_ids))]
 
 
 def most_frequent_token_baseline(train_tokens, held_tokens):

@@ -90,6 +90,12 @@ def test_the_baselines_come_from_the_held_out_tokens(run):
     assert b["nsp_majority"] == pytest.approx(max(nsp.mean(), 1 - nsp.mean()), abs=1e-12)
     v = r["nsp"]
     assert v["learned"] == (r["after"]["nsp_accuracy"] - b["nsp_majority"] >= 0.05)
+    # the shared-word cue: the best rule "IsNext when A and B share >= k uncommon tokens" is at
+    # least as good as k = 0, which is "always IsNext" (label 0)
+    cue = v["shared_words"]
+    always_is_next = float((nsp == 0).mean())
+    assert always_is_next - 1e-12 <= cue["best_rule_accuracy"] <= 1.0
+    assert cue["uncommon_words_shared_is_next"] >= 0 and cue["uncommon_words_shared_not_next"] >= 0
 
 
 def test_the_after_numbers_are_the_saved_models(run):
