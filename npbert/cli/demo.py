@@ -150,6 +150,7 @@ def demo(args):
 
     # 4. pre-training
     budget = getattr(args, "train_seconds", 0) or 0
+    requested = args.max_steps
     if budget > 0:
         steps = steps_within(config, train, args.batch_size, budget, collator=data.collator)
         if steps < args.max_steps:
@@ -195,8 +196,9 @@ def demo(args):
     pictures = report.pictures(out, trainer.state.log_history, baselines, before, model, tokenizer, data.prompts,
                                args.mlm_probability)
     results = {
-        "command": "npbert demo " + " ".join(f"--{k} {v}" for k, v in sorted(vars(args).items())
-                                             if k not in ("run", "command") and v not in (None, False)),
+        "command": "npbert demo " + " ".join(f"--{k} {v}" if v is not True else f"--{k}"
+                                             for k, v in sorted(vars(args).items())
+                                             if k not in ("run", "command") and v is not None and v is not False),
         "config": {"model_size": args.model_size, "num_hidden_layers": config.num_hidden_layers,
                    "hidden_size": config.hidden_size, "num_attention_heads": config.num_attention_heads,
                    "parameters": model.num_parameters(), "vocab_size": len(tokenizer),
@@ -213,6 +215,7 @@ def demo(args):
         "curve": report.curve(trainer.state.log_history),
         "fine_tuning": fine_tuning,
         "steps": steps_done,
+        "max_steps_requested": requested,
         "max_steps_planned": args.max_steps,
         "train_seconds": round(train_time, 2),
         "total_seconds": None,

@@ -44,7 +44,8 @@ def test_the_fields_are_there(run):
         assert r[when]["mlm_top5_accuracy"] >= r[when]["mlm_accuracy"]
     assert {"mlm_accuracy", "mlm_top5_accuracy", "unigram_entropy", "nsp_majority", "most_frequent_token"} <= set(
         r["baselines"])
-    assert r["steps"] == STEPS and r["max_steps_planned"] == STEPS
+    assert r["steps"] == STEPS and r["max_steps_planned"] == STEPS == r["max_steps_requested"]
+    assert f"--max_steps {STEPS}" in r["command"] and "--seed 0" in r["command"]
     assert 0 < r["train_seconds"] < r["total_seconds"]
     steps = [c["step"] for c in r["curve"]]
     seconds = [c["train_seconds"] for c in r["curve"]]
