@@ -49,7 +49,7 @@ def run_demo(flags, timeout):
 
 def targets(r, wall):
     """[(target, wanted, got, met)] for issue 24's targets."""
-    b, a, fill, nsp = r["baselines"], r["after"], r["fill_mask"], r["nsp"]
+    b, a, fill, nsp, ft = r["baselines"], r["after"], r["fill_mask"], r["nsp"], r.get("fine_tuning")
     ratio = a["mlm_accuracy"] / b["mlm_accuracy"]
     below = b["unigram_entropy"] - a["mlm_loss"]
     return [
@@ -67,7 +67,9 @@ def targets(r, wall):
         ("fill-mask, 10 held-out prompts", "ranks before/after, how many in the top 5",
          f"{fill['in_top5_before']} -> {fill['in_top5_after']} of {len(fill['prompts'])} in the top 5; median rank "
          f"{fill['median_rank_before']:g} -> {fill['median_rank_after']:g}", len(fill["prompts"]) == 10),
-    ]
+    ] + ([("(optional) fine-tuning", "pre-trained beats random init, same steps",
+           f"{ft['pretrained']:.3f} vs {ft['random_init']:.3f} after {ft['steps']} steps (majority {ft['majority']:.3f})",
+           ft["pretrained"] > ft["random_init"])] if ft else [])
 
 
 def main():
@@ -86,14 +88,16 @@ def main():
             print(f"  {name:<{w}s}  {'met' if met else 'NOT MET':7s}  wanted {wanted}\n  {'':<{w}s}           got    {got}")
         return
     print(f"{'steps':>6s} {'train s':>8s} {'wall s':>7s} {'load':>9s} {'top-1':>6s} {'x base':>6s} {'top-5':>6s} "
-          f"{'MLM loss':>8s} {'unigram':>7s} {'NSP':>6s} {'major.':>6s} {'in top5':>7s} {'med.rank':>8s}")
+          f"{'MLM loss':>8s} {'unigram':>7s} {'NSP':>6s} {'major.':>6s} {'in top5':>7s} {'med.rank':>8s} "
+          f"{'ft pre/rand':>11s}")
     for steps in [int(s) for s in args.steps.split(",")]:
         r, wall, l0, l1 = run_demo(["--max_steps", str(steps), "--train_seconds", "0"] + flags, args.timeout)
-        b, a, fill = r["baselines"], r["after"], r["fill_mask"]
+        b, a, fill, ft = r["baselines"], r["after"], r["fill_mask"], r.get("fine_tuning")
         print(f"{r['steps']:>6d} {r['train_seconds']:>8.0f} {wall:>7.0f} {l0 + '-' + l1:>9s} {a['mlm_accuracy']:>6.3f} "
               f"{a['mlm_accuracy'] / b['mlm_accuracy']:>6.2f} {a['mlm_top5_accuracy']:>6.3f} {a['mlm_loss']:>8.3f} "
               f"{b['unigram_entropy']:>7.3f} {a['nsp_accuracy']:>6.3f} {b['nsp_majority']:>6.3f} "
-              f"{fill['in_top5_after']:>4d}/{len(fill['prompts']):<2d} {fill['median_rank_after']:>8g}", flush=True)
+              f"{fill['in_top5_after']:>4d}/{len(fill['prompts']):<2d} {fill['median_rank_after']:>8g} "
+              + (f"{ft['pretrained']:.3f}/{ft['random_init']:.3f}" if ft else ""), flush=True)
 
 
 if __name__ == "__main__":
