@@ -96,7 +96,10 @@ def steps_within(config, train, batch_size, seconds, minimum=30, collator=None):
 
 
 def run(args):
-    demo(args)
+    try:
+        demo(args)
+    except OSError as e:              # a directory that cannot be written, a full disk: say where
+        raise CliError(f"--output_dir {args.output_dir}: {e}") from None
     return 0
 
 
