@@ -9,7 +9,12 @@ the evidence that it learned, the way the field reports it.
        entropy, the NSP majority class) and 10 fill-mask prompts chosen by a printed rule
     4. pre-train BERT-tiny (2 layers, hidden 128) with the Trainer  (npbert pretrain)
     5. the held-out numbers after, beside the baselines; the prompts' ranks before and after;
-       results.json, training_curves.png, attention.png in the output directory
+       whether NSP was learned, and if not, a measurement of why
+    6. BERT's thesis in small: the pre-trained encoder and the same model from random weights
+       fine-tuned on a word-order task made from the corpus, for the same steps
+       (npbert/cli/demo_thesis.py)
+    results.json, held_out.h5, training_curves.png, attention.png and the model go to the
+    output directory.  Data: demo_data.py; what is printed and written: demo_report.py.
 """
 import os
 import time
@@ -27,7 +32,7 @@ def add_parser(commands):
     p.add_argument("--train_seconds", type=float, default=120.0,
                    help="time budget of the pre-training (default 120): on a slow or busy machine max_steps is "
                         "lowered to fit it, from 3 timed steps; 0 for no limit")
-    p.add_argument("--vocab_size", type=positive_int, default=2000)
+    p.add_argument("--vocab_size", type=positive_int, default=2000, help="WordPiece vocabulary size (default 2000)")
     p.add_argument("--max_seq_length", type=positive_int, default=24,
                    help="tokens per sequence (default 24: about two of Shakespeare's short lines)")
     p.add_argument("--batch_size", type=positive_int, default=86, help="sequences per step (default 86: 2,064 tokens)")
@@ -42,13 +47,16 @@ def add_parser(commands):
                    help="hidden and attention dropout (default 0: a two-minute run underfits, it does not overfit)")
     p.add_argument("--initializer_range", type=float, default=0.05,
                    help="std of the initial weights (default 0.05; transformers' 0.02 suits hidden size 768)")
-    p.add_argument("--model_size", choices=("tiny", "mini"), default="tiny")
+    p.add_argument("--model_size", choices=("tiny", "mini"), default="tiny",
+                   help="Google's BERT-tiny (L2/H128, default) or BERT-mini (L4/H256)")
     p.add_argument("--finetune_steps", type=non_negative_int, default=300,
                    help="step 6: fine-tune the pre-trained model and one from random weights for this many steps on "
                         "a word-order task made from the corpus (default 300; 0 to skip)")
-    p.add_argument("--evaluations", type=positive_int, default=6, help="held-out evaluations during training (curves)")
+    p.add_argument("--evaluations", type=positive_int, default=6,
+                   help="held-out evaluations during training, for the curves (default 6)")
     p.add_argument("--speeches", type=positive_int, default=None, help="use only the first N speeches (faster)")
-    p.add_argument("--seed", type=non_negative_int, default=0)
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="seed of the weights, the instances, the masks and the batch order (default 0)")
     p.set_defaults(run=run)
 
 
