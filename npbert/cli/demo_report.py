@@ -92,8 +92,9 @@ def nsp_verdict(b, before, after, cue):
             f"another topic, is nearly absent from these short pairs of dialogue: A and B share "
             f"{cue['uncommon_words_shared_is_next']:.2f} uncommon words on average when B follows A, "
             f"{cue['uncommon_words_shared_not_next']:.2f} when B is random, and the best rule on shared words is "
-            f"right for {cue['best_rule_accuracy']:.3f} of the pairs. (Given 10x the steps the same model gets a few "
-            f"points above the majority: the README's demo section.)")
+            f"right for {cue['best_rule_accuracy']:.3f} of the pairs. Nor is it a matter of steps: with the default settings at 10x the steps "
+            f"(8,000) NSP measured 0.554 against the same 0.570 while the MLM accuracy reached 0.314 (the README's "
+            f"demo section).")
     return out
 
 
