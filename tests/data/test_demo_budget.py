@@ -33,3 +33,23 @@ def test_timed_dataset_stops_after_its_deadline():
     data.deadline = time.perf_counter() - 1.0
     with pytest.raises(_OutOfTime):
         data[0]
+
+
+def test_a_second_demo_in_the_same_directory_replaces_only_what_the_demo_wrote(tmp_path):
+    from npbert.cli.demo import _prepare_output_dir
+    out = tmp_path / "npbert-demo"
+    assert _prepare_output_dir(str(out)) == [] and out.is_dir()                  # a new directory
+    for d in ("model", "run", "finetune-pretrained"):
+        (out / d).mkdir()
+        (out / d / "x").write_text("old")
+    (out / "results.json").write_text("{}")
+    (out / "notes.txt").write_text("mine")
+    assert _prepare_output_dir(str(out)) == ["results.json", "model", "run", "finetune-pretrained"]
+    assert not (out / "model").exists() and not (out / "run").exists() and (out / "notes.txt").read_text() == "mine"
+
+
+def test_an_output_dir_that_cannot_be_made_is_a_message(tmp_path, capsys):
+    from npbert.cli import main
+    (tmp_path / "file").write_text("x")
+    assert main(["demo", "--output_dir", str(tmp_path / "file" / "below")]) == 1
+    assert "--output_dir" in capsys.readouterr().err

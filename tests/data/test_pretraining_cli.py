@@ -1,6 +1,5 @@
 """The pre-training commands end to end: build-vocab, create-pretraining-data, pretrain (with a
-resume), fill-mask (against transformers' pipeline), demo on a small setting."""
-import argparse
+resume), fill-mask (against transformers' pipeline).  The demo: tests/data/test_demo.py."""
 import json
 import os
 
@@ -112,15 +111,3 @@ def test_fill_mask_equals_transformers_pipeline(corpus, tmp_path):
         assert [r["sequence"] for r in ours] == [r["sequence"] for r in theirs]
         # float32 logits on both sides, softmax in float64 here: 1e-5 relative
         np.testing.assert_allclose([r["score"] for r in ours], [r["score"] for r in theirs], rtol=1e-5)
-
-
-def test_demo_small_setting_learns(tmp_path):
-    """The demo on 1500 speeches, 120 steps: the training loss goes down and the held-out MLM
-    accuracy ends above always guessing the most frequent token."""
-    from npbert.cli.demo import demo
-    args = argparse.Namespace(output_dir=str(tmp_path / "demo"), max_steps=120, vocab_size=500, max_seq_length=32,
-                              batch_size=32, learning_rate=2e-3, model_size="tiny", speeches=1500, seed=0)
-    r = demo(args)
-    assert r["losses"][-1] < r["losses"][0] - 0.5, r["losses"]
-    assert r["mlm_after"] > r["baseline"] > r["mlm_before"], r
-    assert os.path.exists(os.path.join(r["model_dir"], "vocab.txt"))
