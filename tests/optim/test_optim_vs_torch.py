@@ -9,8 +9,6 @@ errors of that size, and 30 steps add up to at most ~1e-11.  A wrong formula (a 
 correction, decay in the wrong place, the schedule off by one step) moves parameters by ~lr =
 1e-3 relative or more.
 """
-import importlib.util
-import os
 
 import numpy as np
 import pytest
@@ -18,6 +16,7 @@ import pytest
 import npbert
 from npbert import optim
 from heads.headhelpers import REL_TOL, make_models, rel, t, torch_grads
+from ppb_reference import load_ppb_optimization
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -148,23 +147,12 @@ def test_scheduler_errors():
         optim.get_scheduler("cosine", opt, num_training_steps=10)
 
 
-def _load_ppb_optimization():
-    spec = importlib.util.find_spec("pytorch_pretrained_bert")
-    if spec is None:
-        pytest.skip("pytorch-pretrained-bert 0.6.2 not installed (CI installs it)")
-    path = os.path.join(spec.submodule_search_locations[0], "optimization.py")
-    module_spec = importlib.util.spec_from_file_location("ppb_optimization", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)    # its package __init__ wants boto3: load the file alone
-    return module
-
-
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("schedule,warmup,t_total", [("warmup_linear", 0.2, 12), ("warmup_cosine", 0.1, 12),
                                                      ("warmup_constant", 0.3, 12), ("warmup_linear", -1, -1),
                                                      ("none", 0.1, 12)])
 def test_bert_adam_equals_pytorch_pretrained_bert(schedule, warmup, t_total):
-    ppb = _load_ppb_optimization()
+    ppb = load_ppb_optimization()
     ours, theirs = make_models("BertForSequenceClassification", num_labels=2)
     # max_grad_norm 0.05 is below most per-parameter gradient norms here, so the per-parameter
     # clipping really acts (checked below).

@@ -8,7 +8,6 @@ small random BERT whose attention heads have 64 dimensions, as bert-base's, for 
 write 64 into their code; `small_cls` a small random sequence classifier (hidden 64, 2 layers, MiniLM's
 vocabulary) for the training loops of a course whose checkpoint (Chinese BERT-wwm) is not available:
 a step of a 22M-parameter model in float64 costs seconds on each side and shows nothing more."""
-import importlib.util
 import os
 import shutil
 import warnings
@@ -19,6 +18,7 @@ import numpy as np
 import pytest
 
 import npbert
+from ppb_reference import load_ppb_optimization
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 CONLL = ["O", "B-MISC", "I-MISC", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"]
@@ -43,14 +43,7 @@ def torch_side():
 def bert_adam_reference():
     """pytorch-pretrained-bert 0.6.2's BertAdam (the course's BERTAdam).  Its package __init__ wants
     boto3, so its optimization.py is loaded alone (as tests/optim does)."""
-    spec = importlib.util.find_spec("pytorch_pretrained_bert")
-    if spec is None:
-        pytest.skip("pytorch-pretrained-bert 0.6.2 not installed (CI installs it)")
-    path = os.path.join(spec.submodule_search_locations[0], "optimization.py")
-    module_spec = importlib.util.spec_from_file_location("ppb_optimization_for_tutorials", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module.BertAdam
+    return load_ppb_optimization().BertAdam
 
 
 def _save(model, directory, minilm):
