@@ -167,6 +167,15 @@ def test_resuming_on_another_number_of_ranks(run, tmp_path, capsys):
     want = npz(outdir, "pretraining", 0)
     got = d.params(t.model)
     assert max(rel(got[k], w) for k, w in want.items()) <= TOL
+    # --ignore_changed_args: the other global batch is taken on purpose; the run goes on from step 2
+    # with a note naming the change, and trains (every parameter finite, the steps counted on)
+    ignored = tmp_path / "ignored"
+    shutil.copytree(checkpoint, ignored / "checkpoint-2")
+    t = d.make_trainer("pretraining", ignored, ignore_changed_args=True)
+    t.train(resume_from_checkpoint=True)
+    err = capsys.readouterr().err
+    assert "with changed arguments (--ignore_changed_args)" in err and f"number of ranks (mpiexec -n): {n} -> 1" in err, err
+    assert t.state.global_step > 2 and all(np.isfinite(v).all() for v in d.params(t.model).values())
 
 
 def test_float32_on_n_ranks_is_within_a_stated_bound(run, tmp_path):
