@@ -6,8 +6,9 @@ computes what its reference class computes, tested equal (tests/modeling/test_fa
                             written straight into a (B, F, H) array; dQ, dK, dV side by side
                             in one (B, T, 3H) array, so the backward is one GEMM each way too
     FastBertSelfOutput      the residual added in place; the dense input freed before dx
-    FastBertIntermediate    the GELU backward reads Phi off the forward's output, in the memory
-                            of its upstream gradient
+    FastBertIntermediate    float32 GELU: its derivative made in the forward (kept instead of
+                            the pre-activation), the backward one multiplication in the
+                            memory of its upstream gradient
     FastBertLayer           under npbert.no_grad() each sublayer's cache dropped at once
     FastBertEncoder         a batch of B >= 2 rows as two halves, side by side on two threads
     (all)                   each cache emptied as soon as the backward has read it (as torch
@@ -131,22 +132,24 @@ class FastBertIntermediate(BertIntermediate):
         act_forward, _ = F.get_activation(self.config.hidden_act)
         cache = {}
         h, cache["dense"] = F.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, I)
-        out, cache["act"] = act_forward(h)                                                                # (B, T, I)
-        if self.config.hidden_act in ("gelu", "gelu_python"):
-            cache["out"] = out          # a reference (BertOutput's dense keeps it too): Phi = out / h
+        if self.config.hidden_act in ("gelu", "gelu_python") and h.dtype == np.float32 and self.state.keep_caches:
+            out, cache["dact"] = F.gelu_forward_with_grad(h)      # (B, T, I) each: d out / d h made now
+        else:
+            out, cache["act"] = act_forward(h)                                                            # (B, T, I)
         return out, cache
 
     def backward(self, dout, cache, overwrite_dout=False):
         """overwrite_dout=True lets the activation's gradient reuse dout's memory (BertLayer,
         which owns dout, passes it): one (B, T, I) array less at the backward's peak.
-        The exact GELU reads Phi(h) off its output (gelu_backward's y=): the output then stays
-        alive until here, one (B, T, I) array more at that point, half the GELU backward's time."""
-        if "out" in cache:
-            dh = F.gelu_backward(dout, cache["act"], out=dout if overwrite_dout else None, y=cache["out"])
+        The exact GELU in float32 made its derivative in the forward, from the pre-activation
+        while it was in cache (gelu_forward_with_grad), and kept it instead of the
+        pre-activation: here one multiplication, in place of 11 passes."""
+        if "dact" in cache:
+            dh = np.multiply(dout, cache["dact"], out=dout if overwrite_dout else None)                  # (B, T, I)
         else:
-            dh = F.get_activation(self.config.hidden_act)[1](dout, cache["act"])          # (B, T, I)
+            dh = F.get_activation(self.config.hidden_act)[1](dout, cache["act"])                        # (B, T, I)
         dense_cache = cache["dense"]
-        _release(self, cache)                    # the activation's (B, T, I) input goes before the GEMMs
+        _release(self, cache)                    # the activation's (B, T, I) cache goes before the GEMMs
         return self.linear_backward("dense", dh, dense_cache)                     # (B, T, H), grads
 
 
