@@ -146,6 +146,8 @@ class FastBertIntermediate(BertIntermediate):
         pre-activation: here one multiplication, in place of 11 passes."""
         if "dact" in cache:
             dh = np.multiply(dout, cache["dact"], out=dout if overwrite_dout else None)                  # (B, T, I)
+        elif self.config.hidden_act in ("gelu", "gelu_python"):
+            dh = F.gelu_backward(dout, cache["act"], out=dout if overwrite_dout else None)              # (B, T, I)
         else:
             dh = F.get_activation(self.config.hidden_act)[1](dout, cache["act"])                        # (B, T, I)
         dense_cache = cache["dense"]
