@@ -47,7 +47,9 @@ class FastBertSelfAttention(BertSelfAttention):
         return (np.concatenate([self.p(f"{n}.weight") for n in names]),
                 np.concatenate([self.p(f"{n}.bias") for n in names]))
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None):
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None, rows=None):
+        if rows is not None:
+            return self._forward_rows(hidden_states, attention_mask, head_mask, first_row, rows)
         H = self.config.hidden_size
         qkv_weight, qkv_bias = self.stacked_qkv()                                 # (3H, H), (3H,)
         qkv, _ = F.linear_forward(hidden_states, qkv_weight, qkv_bias)            # (B, T, 3H)
@@ -64,10 +66,29 @@ class FastBertSelfAttention(BertSelfAttention):
             record.update(query=q, key=k, value=v, attentions=attention_cache["probs"], context_layer=context)
         return context, attention_cache["probs"], cache
 
+    def _forward_rows(self, hidden_states, attention_mask, head_mask, first_row, rows):
+        """The context of query rows [a, b) only (B, b - a, H): K and V of every row, Q of those rows."""
+        H = self.config.hidden_size
+        a, b = rows
+        qkv_weight, qkv_bias = self.stacked_qkv()                                 # (3H, H), (3H,)
+        kv, _ = F.linear_forward(hidden_states, qkv_weight[H:], qkv_bias[H:])     # (B, T, 2H)
+        q, _ = F.linear_forward(hidden_states[:, a:b], qkv_weight[:H], qkv_bias[:H])   # (B, b - a, H)
+        q, k, v = self.split_heads(q), self.split_heads(kv[..., :H]), self.split_heads(kv[..., H:])
+        B, N, R, D = q.shape
+        if attention_mask is not None and np.ndim(attention_mask) == 4 and attention_mask.shape[2] > 1:
+            attention_mask = attention_mask[:, :, a:b]                            # a decoder's (B, 1, T, T)
+        context = np.empty((B, R, N * D), dtype=q.dtype)                          # (B, b - a, H)
+        _, attention_cache = F.attention_forward(
+            q, k, v, attention_mask, head_mask, self.config.attention_probs_dropout_prob,
+            self.dropout_rng(first_row), self.training, scale=self.scaling, out=self.split_heads(context))
+        return context, attention_cache["probs"], {"x": hidden_states, "attention": attention_cache, "rows": rows}
+
     def backward(self, dcontext, cache, dprobs=None, record=None):
         """Each cached array is dropped as soon as the last step that reads it has run (when the
         backward frees activations as it goes): the probs before dQ and dK are made, Q, K and V
         before the projection's GEMMs."""
+        if "rows" in cache:
+            return self._backward_rows(dcontext, cache, dprobs, record)
         x = cache["x"]
         B, T, H = dcontext.shape
         dqkv = np.empty((B, T, 3 * H), dtype=dcontext.dtype)                      # [dQ, dK, dV] side by side
@@ -91,6 +112,32 @@ class FastBertSelfAttention(BertSelfAttention):
                     grads.update(self.prefixed(name, linear_param_grads(d, x)))
         qkv_weight, _ = self.stacked_qkv()                                        # (3H, H)
         dx = linear_input_grad(dqkv, qkv_weight, x.shape)                         # (B, T, H)
+        return dx, grads
+
+    def _backward_rows(self, dcontext, cache, dprobs, record):
+        """backward of _forward_rows: dQ of rows [a, b), dK and dV of every row; dx (B, T, H)."""
+        x, (a, b) = cache["x"], cache["rows"]
+        B, R, H = dcontext.shape
+        T = x.shape[1]
+        dq = np.empty((B, R, H), dtype=dcontext.dtype)
+        dkv = np.empty((B, T, 2 * H), dtype=dcontext.dtype)                       # [dK, dV] side by side
+        F.attention_backward(self.split_heads(dcontext), cache["attention"], dprobs,
+                             out=(self.split_heads(dq), self.split_heads(dkv[..., :H]),
+                                  self.split_heads(dkv[..., H:])),
+                             free=self.state.release_caches, record=record)
+        if record is not None and "attentions" in record:           # the other query rows' gradient is 0
+            full = np.zeros(record["attentions"].shape[:2] + (T, T), dtype=dcontext.dtype)
+            full[:, :, a:b] = record["attentions"]
+            record["attentions"] = full                                           # (B, N, T, T)
+        _release(self, cache)
+        grads = {}
+        xr = x[:, a:b]
+        for name, d, xin in (("query", dq, xr), ("key", dkv[..., :H], x), ("value", dkv[..., H:], x)):
+            if self.trainable(name + ".weight") or self.trainable(name + ".bias"):
+                grads.update(self.prefixed(name, linear_param_grads(d, xin)))
+        qkv_weight, _ = self.stacked_qkv()                                        # (3H, H)
+        dx = linear_input_grad(dkv, qkv_weight[H:], x.shape)                      # (B, T, H)
+        dx[:, a:b] += linear_input_grad(dq, qkv_weight[:H], xr.shape)             # (B, b - a, H)
         return dx, grads
 
 
@@ -156,22 +203,38 @@ class FastBertIntermediate(BertIntermediate):
 
 
 class FastBertAttention(BertAttention):
-    """BertAttention, passing `first_row` on to its two children."""
+    """BertAttention, passing `first_row` on to its two children; with `rows` = (a, b), the
+    output of rows [a, b) only, (B, b - a, H)."""
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None):
-        context, probs, self_cache = self.self.forward(hidden_states, attention_mask, head_mask, first_row, record)
-        out, output_cache = self.output.forward(context, hidden_states, first_row)
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None, rows=None):
+        context, probs, self_cache = self.self.forward(hidden_states, attention_mask, head_mask, first_row, record,
+                                                       rows)
+        residual = hidden_states if rows is None else hidden_states[:, rows[0]:rows[1]]
+        out, output_cache = self.output.forward(context, residual, first_row)
         return out, probs, (self_cache, output_cache)
+
+    def backward(self, dout, cache, dprobs=None, record=None):
+        self_cache, output_cache = cache
+        rows = self_cache.get("rows")
+        if rows is None:
+            return super().backward(dout, cache, dprobs, record)
+        dcontext, dresidual, grads = self.output.backward(dout, output_cache)
+        dx, g = self.self.backward(dcontext, self_cache, dprobs, record)
+        grads.update(g)
+        dx[:, rows[0]:rows[1]] += dresidual                                       # the residual path, those rows
+        return dx, grads
 
 
 class FastBertLayer(BertLayer):
     """BertLayer's numbers; under npbert.no_grad() each sublayer's cache is dropped at once, and
     the backward works in place where it owns its arrays."""
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None):
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None, rows=None):
+        """rows = (a, b): only rows [a, b) of the output are computed, (B, b - a, H) (the encoder's
+        last layer when the head reads only the [CLS] row)."""
         keep = self.state.keep_caches          # False under npbert.no_grad(): free each cache at once
         attention_output, probs, attention_cache = self.attention.forward(hidden_states, attention_mask, head_mask,
-                                                                          first_row, record)
+                                                                          first_row, record, rows)
         attention_cache = attention_cache if keep else None
         intermediate_output, intermediate_cache = self.intermediate.forward(attention_output)   # (B, T, I)
         intermediate_cache = intermediate_cache if keep else None
@@ -183,6 +246,9 @@ class FastBertLayer(BertLayer):
 
     def backward(self, dout, cache, dprobs=None, record=None):
         attention_cache, intermediate_cache, output_cache = cache
+        rows = attention_cache[0].get("rows")
+        if rows is not None:                          # a forward of rows [a, b): the other rows' dout is 0
+            dout = np.ascontiguousarray(dout[:, rows[0]:rows[1]])
         dintermediate, dattention_output, grads = self.output.backward(dout, output_cache)
         d, g = self.intermediate.backward(dintermediate, intermediate_cache, overwrite_dout=True)
         grads.update(g)
@@ -205,9 +271,10 @@ class FastBertEncoder(BertEncoder):
     def forward(self, hidden_states, attention_mask=None, head_mask=None,
                 output_hidden_states=False, output_attentions=False, records=None):
         B = hidden_states.shape[0]
+        rows = self._last_rows(output_hidden_states, output_attentions, records)
         if B < 2:
             return self._forward_layers(hidden_states, attention_mask, head_mask, output_hidden_states,
-                                        output_attentions, first_row=None, records=records)
+                                        output_attentions, first_row=None, records=records, rows=rows)
         bounds = ((0, B // 2), (B // 2, B))
         offset = self.state.batch_offset
         half_records = _half_records(records, len(bounds))
@@ -216,7 +283,7 @@ class FastBertEncoder(BertEncoder):
             a, b = bounds[k]
             return self._forward_layers(hidden_states[a:b], _rows(attention_mask, a, b), head_mask,
                                         output_hidden_states, output_attentions, first_row=offset + a,
-                                        records=half_records[k])
+                                        records=half_records[k], rows=rows)
         halves = side_by_side([lambda k=k: half(k) for k in range(len(bounds))])
         _merge_records(records, half_records)
         last = np.concatenate([h[0] for h in halves])                       # (B, T, H)
@@ -229,16 +296,34 @@ class FastBertEncoder(BertEncoder):
         caches = HalfCaches(bounds, [list(c) for c in zip(*(p[3] for p in halves))])
         return last, all_hidden_states, all_attentions, caches
 
+    def _last_rows(self, output_hidden_states, output_attentions, records):
+        """(a, b) when the head reads only rows [a, b) of the last hidden state (state.read_rows),
+        nothing else reads the others, and no dropout runs: the last layer then computes those
+        rows only (K and V of every row, the rest of the layer for those rows).  Else None."""
+        rows = self.state.read_rows
+        if rows is None or output_hidden_states or output_attentions or records is not None or self.training:
+            return None
+        return rows
+
     def _forward_layers(self, hidden_states, attention_mask, head_mask, output_hidden_states, output_attentions,
-                        first_row, records=None):
-        """BertEncoder.forward's loop on the rows given, their first row's global index `first_row`."""
+                        first_row, records=None, rows=None):
+        """BertEncoder.forward's loop on the rows given, their first row's global index `first_row`.
+        rows = (a, b): the last layer computes only rows [a, b) of its output; the other rows of
+        the returned last hidden state are NaN (nothing reads them: _last_rows)."""
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         caches = []
+        L = len(self.layer)
         for i, layer in enumerate(self.layer):
+            last_rows = {"rows": rows} if rows is not None and i == L - 1 else {}
+            B, T, H = hidden_states.shape
             hidden_states, probs, c = layer.forward(hidden_states, attention_mask,
                                                     None if head_mask is None else head_mask[i], first_row,
-                                                    None if records is None else records[i])
+                                                    None if records is None else records[i], **last_rows)
+            if last_rows:
+                full = np.full((B, T, H), np.nan, dtype=hidden_states.dtype)                     # (B, T, H)
+                full[:, rows[0]:rows[1]] = hidden_states
+                hidden_states = full
             if output_hidden_states:
                 all_hidden_states.append(hidden_states)
             if output_attentions:

@@ -66,6 +66,7 @@ class ModelState:
         # The fast twins' bookkeeping (npbert/modeling/fast.py); the reference path ignores them.
         self.release_caches = False   # set during a backward that may free each cache once used
         self.keep_caches = True       # False in a forward under npbert.no_grad()
+        self.read_rows = None         # (a, b): the only rows of the last hidden state the head reads (fast path)
         # Kept only on request (npbert/modeling/outputs.py: Intermediates, IntermediateGrads):
         self.keep_intermediates = False        # during a forward called with output_intermediates=True
         self.keep_intermediate_grads = False   # during a backward called with return_intermediate_grads=True

@@ -105,6 +105,18 @@ def assert_paths_agree(cls_name, config, dtype, inputs):
         pairs = zip(out_f[key], out_r[key]) if isinstance(out_r[key], tuple) else [(out_f[key], out_r[key])]
         for i, (a, b) in enumerate(pairs):
             assert _rel(a, b) <= tol["outputs"], f"{cls_name} {key}[{i}]: {_rel(a, b):.2e}"
+    assert_grads_agree(grads_f, grads_r, cls_name, dtype, tol)
+    err = np.abs(embeds_f - embeds_r).max() / max(np.abs(embeds_r).max(), 1e-6 * _largest(grads_r))
+    assert err <= tol["grads"], f"inputs_embeds_grad: {err:.2e}"
+
+
+def _largest(grads):
+    return max(np.abs(g).max() for g in grads.values())
+
+
+def assert_grads_agree(grads_f, grads_r, cls_name, dtype, tol):
+    """Every parameter gradient within tol["grads"] of its scale (float32: its layer's largest entry);
+    one zero in exact arithmetic within tol["zero"] of its layer's scale (module docstring)."""
     assert list(grads_f) == list(grads_r)
     zero = {n for n in analytically_zero(grads_r, cls_name, loss=cls_name != "BertModel")
             if not n.endswith("LayerNorm.bias")}     # the last hidden state has an upstream gradient here too
@@ -121,8 +133,6 @@ def assert_paths_agree(cls_name, config, dtype, inputs):
             scale = layer_scale[_layer(name)] if dtype == np.float32 else np.abs(b).max()
             err = np.abs(a - b).max() / max(scale, floor)
             assert err <= tol["grads"], f"{cls_name} gradient of {name}: {err:.2e}"
-    err = np.abs(embeds_f - embeds_r).max() / max(np.abs(embeds_r).max(), floor)
-    assert err <= tol["grads"], f"inputs_embeds_grad: {err:.2e}"
 
 
 def tiny_inputs(cls_name, config, B=4, T=7, seed=0):
@@ -204,3 +214,72 @@ def test_a_wrong_fast_op_is_caught(monkeypatch, name):
     monkeypatch.setattr(target, name, WRONG[name])
     with pytest.raises(AssertionError):
         assert_paths_agree("BertForSequenceClassification", config, np.float64, inputs)
+
+
+# ---- the last layer's [CLS] row alone ----------------------------------------------------------
+# A head that reads only the pooled output (sequence classification, next sentence, multiple
+# choice) lets the fast path's last layer compute row 0 alone, in eval mode without hidden states
+# or attentions returned (npbert/modeling/fast.py, FastBertEncoder._last_rows).  The numbers are
+# the reference's, within the tolerances above: the same sums, fewer of them.
+
+POOLED_ONLY = ["BertForSequenceClassification", "BertForNextSentencePrediction", "BertForMultipleChoice"]
+
+
+def run_eval(path, cls_name, config, dtype, inputs, intermediate_grads=False):
+    with npbert.using_path(path):
+        model = randomize(getattr(npbert, cls_name)(config, dtype=dtype), seed=1).eval()
+        model.state.need_inputs_embeds_grad = True
+        out = model(**inputs)
+        result = model.backward(loss=1.0, return_intermediate_grads=intermediate_grads)
+        grads, igrads = result if intermediate_grads else (result, None)
+        return out, grads, model.inputs_embeds_grad, igrads
+
+
+@pytest.mark.parametrize("B", [1, 4])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("cls_name", POOLED_ONLY)
+def test_the_last_layer_computes_the_cls_row_alone(monkeypatch, cls_name, dtype, B):
+    """Eval mode, padding, B = 1 (one run) and 4 (the encoder's two halves): logits, loss, every
+    gradient and inputs_embeds_grad as the reference's; the fast last layer ran on row 0 only
+    (a spy on FastBertSelfAttention._forward_rows) and no other layer did."""
+    from npbert.modeling.fast import FastBertSelfAttention
+    config = config_for(cls_name)
+    inputs = tiny_inputs(cls_name, config, B=B)
+    calls = []
+    original = FastBertSelfAttention._forward_rows
+
+    def spy(self, hidden_states, *args):
+        calls.append((self.prefix, args[-1]))
+        return original(self, hidden_states, *args)
+    monkeypatch.setattr(FastBertSelfAttention, "_forward_rows", spy)
+    (out_f, grads_f, embeds_f, _), (out_r, grads_r, embeds_r, _) = (
+        run_eval(path, cls_name, config, dtype, inputs) for path in ("fast", "reference"))
+    last = f"bert.encoder.layer.{config.num_hidden_layers - 1}.attention.self."
+    halves = 2 if (B * (2 if cls_name == "BertForMultipleChoice" else 1)) >= 2 else 1
+    assert calls == [(last, (0, 1))] * halves
+    tol = TOL[dtype]
+    for key in ("logits", "loss"):
+        assert _rel(out_f[key], out_r[key]) <= tol["outputs"], key
+    assert_grads_agree(grads_f, grads_r, cls_name, dtype, tol)
+    assert _rel(embeds_f, embeds_r) <= tol["grads"], "inputs_embeds_grad"
+
+
+def test_the_cls_row_alone_with_intermediate_grads_and_a_3d_mask():
+    """model.backward(return_intermediate_grads=True) after a forward whose last layer ran on row 0:
+    the attention probabilities' gradients come back (B, N, T, T) (zero in the other query rows,
+    as the reference's), the head-mask and hidden-state gradients as the reference's; a (B, T, T)
+    attention mask is cut to the row too.  float64, 1e-12."""
+    cls_name = "BertForSequenceClassification"
+    config = config_for(cls_name)
+    rng = np.random.default_rng(3)
+    B, T = 4, 6
+    inputs = dict(input_ids=rng.integers(1, config.vocab_size, (B, T)), labels=rng.integers(0, 2, B),
+                  attention_mask=(rng.random((B, T, T)) < 0.8).astype(np.int64) | np.eye(T, dtype=np.int64))
+    (_, grads_f, _, ig_f), (_, grads_r, _, ig_r) = (
+        run_eval(path, cls_name, config, np.float64, inputs, intermediate_grads=True) for path in ("fast", "reference"))
+    assert_grads_agree(grads_f, grads_r, cls_name, np.float64, TOL[np.float64])
+    for field in ("hidden_states", "attentions", "head_mask"):
+        for i, (a, b) in enumerate(zip(getattr(ig_f, field), getattr(ig_r, field))):
+            assert _rel(a, b) <= 1e-12, f"{field}[{i}]"
+    last = ig_r.attentions[-1]
+    assert np.abs(last[:, :, 1:]).max() == 0 and np.abs(last[:, :, 0]).max() > 0

@@ -29,6 +29,8 @@ class BertForSequenceClassification(_BertHeadModel):
 
     _fresh_prefixes = BertPreTrainedModel._fresh_prefixes + ("classifier.",)
 
+    _reads_pooled_only = True
+
     def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
         self.num_labels = config.num_labels
@@ -170,6 +172,8 @@ class BertForMultipleChoice(_BertHeadModel):
     `inputs_embeds_grad` is (B, C, T, H)."""
 
     _fresh_prefixes = BertPreTrainedModel._fresh_prefixes + ("classifier.",)
+
+    _reads_pooled_only = True
 
     def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)

@@ -188,6 +188,8 @@ class BertForNextSentencePrediction(_BertHeadModel):
 
     _fresh_prefixes = BertPreTrainedModel._fresh_prefixes + ("cls.",)
 
+    _reads_pooled_only = True
+
     def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
         self.bert = BertModel(config, add_pooling_layer=True, _parent=self, _prefix="bert.")
