@@ -30,6 +30,43 @@ from .encoder import BertEncoder, BertLayer
 from .feed_forward import BertIntermediate, BertOutput
 
 
+def share_qkv_memory(state):
+    """Store every layer's query, key and value weights (and biases) as the consecutive blocks of
+    one (3H, H) array ((3H,)): FastBertSelfAttention.stacked_qkv then takes that array as it is
+    instead of concatenating the three on each call.  Called where a model makes its parameters
+    (post_init, from_pretrained), before anything holds them; a parameter replaced later by
+    another array is concatenated again (the same numbers)."""
+    for name in list(state.params):
+        if not name.endswith("attention.self.query.weight"):
+            continue
+        prefix = name[:-len("query.weight")]
+        for kind in ("weight", "bias"):
+            names = [f"{prefix}{p}.{kind}" for p in ("query", "key", "value")]
+            arrays = [state.arrays.get(n) for n in names]
+            if any(a is None for a in arrays) or len({(a.shape, a.dtype) for a in arrays}) != 1:
+                continue
+            stacked = np.concatenate(arrays)                                     # (3H, H) or (3H,)
+            rows = arrays[0].shape[0]
+            for i, n in enumerate(names):
+                state.params[n] = stacked[i * rows:(i + 1) * rows]
+
+
+def _stacked(arrays):
+    """The arrays joined along axis 0: their common buffer when they are its consecutive blocks
+    (share_qkv_memory), else a new array."""
+    base = arrays[0].base
+    if (isinstance(base, np.ndarray) and base.flags.c_contiguous and base.dtype == arrays[0].dtype
+            and base.shape == (sum(a.shape[0] for a in arrays),) + arrays[0].shape[1:]):
+        offset = 0
+        for a in arrays:
+            if a.base is not base or not a.flags.c_contiguous or a.ctypes.data != base.ctypes.data + offset:
+                break
+            offset += a.nbytes
+        else:
+            return base
+    return np.concatenate(arrays)
+
+
 def _release(module, cache):
     """During a backward that frees activations as it goes (not retain_graph), empty the cache
     dict so its arrays are freed now, not when the whole layer is done."""
@@ -42,10 +79,11 @@ class FastBertSelfAttention(BertSelfAttention):
     then npbert/fast/attention.py (softmax(Q K^T / sqrt(D) + mask), dropout, head mask, times V)."""
 
     def stacked_qkv(self):
-        """[Wq; Wk; Wv] (3H, H) and [bq, bk, bv] (3H,): the three projections as one nn.Linear."""
+        """[Wq; Wk; Wv] (3H, H) and [bq, bk, bv] (3H,): the three projections as one nn.Linear
+        (the parameters' own memory when they are its blocks: share_qkv_memory)."""
         names = ("query", "key", "value")
-        return (np.concatenate([self.p(f"{n}.weight") for n in names]),
-                np.concatenate([self.p(f"{n}.bias") for n in names]))
+        return (_stacked([self.p(f"{n}.weight") for n in names]),
+                _stacked([self.p(f"{n}.bias") for n in names]))
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None, rows=None):
         if rows is not None:
@@ -132,9 +170,18 @@ class FastBertSelfAttention(BertSelfAttention):
         _release(self, cache)
         grads = {}
         xr = x[:, a:b]
-        for name, d, xin in (("query", dq, xr), ("key", dkv[..., :H], x), ("value", dkv[..., H:], x)):
-            if self.trainable(name + ".weight") or self.trainable(name + ".bias"):
-                grads.update(self.prefixed(name, linear_param_grads(d, xin)))
+        names = ("query", "key", "value")
+        trainable = [n for n in names if self.trainable(n + ".weight") or self.trainable(n + ".bias")]
+        if len(trainable) == 3:                                       # dWq from rows [a, b); [dWk; dWv] as one
+            grads.update(self.prefixed("query", linear_param_grads(dq, xr)))
+            g = linear_param_grads(dkv, x)                                        # (2H, H), (2H,)
+            for i, name in enumerate(names[1:]):
+                grads[f"{self.prefix}{name}.weight"] = g["weight"][i * H:(i + 1) * H]
+                grads[f"{self.prefix}{name}.bias"] = g["bias"][i * H:(i + 1) * H]
+        else:                                                         # some of them frozen
+            for name, d, xin in (("query", dq, xr), ("key", dkv[..., :H], x), ("value", dkv[..., H:], x)):
+                if name in trainable:
+                    grads.update(self.prefixed(name, linear_param_grads(d, xin)))
         qkv_weight, _ = self.stacked_qkv()                                        # (3H, H)
         dx = linear_input_grad(dkv, qkv_weight[H:], x.shape)                      # (B, T, H)
         dx[:, a:b] += linear_input_grad(dq, qkv_weight[:H], xr.shape)             # (B, b - a, H)

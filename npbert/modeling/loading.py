@@ -10,6 +10,8 @@ import numpy as np
 
 from npbert.config import BertConfig
 
+from .fast import share_qkv_memory
+
 _SKIP_INIT = [False]   # set by from_pretrained: do not draw weights that are about to be loaded
 
 
@@ -119,6 +121,7 @@ class CheckpointMixin:
         dtype = model.state.dtype
         for name, value in result.state_dict.items():
             model.state.params[name] = np.array(value, dtype=dtype, copy=True)
+        share_qkv_memory(model.state)     # Q, K, V as blocks of one array (npbert/modeling/fast.py)
         model.eval()                 # as transformers' from_pretrained
         if output_loading_info:
             return model, {"missing_keys": fresh, "unexpected_keys": list(result.unexpected), "mismatched_keys": [],

@@ -25,7 +25,7 @@ import numpy as np
 from npbert.config import BertConfig
 from npbert.paths import get_path
 
-from .fast import FAST_TWINS
+from .fast import FAST_TWINS, share_qkv_memory
 from .loading import _SKIP_INIT, CheckpointMixin, _no_init  # noqa: F401 (_no_init: weights_tools, tests)
 from .loss import make_loss
 from .module import ModelState, Module
@@ -97,6 +97,7 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
         if not self._is_root:
             return
         self._init_weights(None if _SKIP_INIT[0] else list(self.state.inits))
+        share_qkv_memory(self.state)        # Q, K, V as blocks of one array (npbert/modeling/fast.py)
         self.state.use_path(get_path())
 
     def _init_weights(self, names):

@@ -81,9 +81,11 @@ def test_frozen_work_is_skipped(monkeypatch, npbert_path):
     # per layer: the fast path runs Q/K/V as one stacked GEMM, attention output, intermediate,
     # output = 4 weight GEMMs and 4 input GEMMs, per half of the batch (its encoder runs B >= 2
     # rows as two halves); the reference path runs Q, K and V apart: 6 and 6, on the whole batch.
-    # The full backward: 2 layers, + pooler and classifier; layer 0 skipped.
+    # The full backward: 2 layers, + pooler and classifier; layer 0 skipped.  (In eval mode the fast
+    # path's last layer computes the [CLS] row alone: Q apart from the stacked K/V, 5 and 5 per half.)
     per_layer = 4 * 2 if npbert_path == "fast" else 6
-    assert full["param_grads"] == 2 * per_layer + 2
+    last_layer = 5 * 2 if npbert_path == "fast" and not model.training else per_layer
+    assert full["param_grads"] == per_layer + last_layer + 2
     assert calls["param_grads"] == full["param_grads"] - per_layer
     assert calls["input_grad"] == full["input_grad"] - per_layer
     assert model.inputs_embeds_grad is None
