@@ -36,6 +36,8 @@ def attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=Non
     Returns (context (B, N, F, D), cache); cache["probs"] holds the probabilities as used
     (after dropout and head mask)."""
     mask = check_attention_inputs(q, k, v, mask, head_mask)
+    if mask is not None and not mask.any():
+        mask = None                         # all zeros (nothing masked): adding it changes no score
     if training and dropout_p > 0.0 and rng is None:
         raise ValueError("attention: dropout in training needs a generator: pass rng=np.random.default_rng(seed)")
     B, N, F, D = q.shape

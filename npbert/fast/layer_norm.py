@@ -39,7 +39,8 @@ def layer_norm_forward(x, weight, bias, eps):
     def rows(a, b):
         mean = x2[a:b].mean(axis=-1, keepdims=True)           # (m, 1)
         xc = np.subtract(x2[a:b], mean, out=xhat[a:b])        # (m, C)
-        var = np.mean(xc * xc, axis=-1, keepdims=True)        # (m, 1), biased like torch
+        square = np.multiply(xc, xc, out=y[a:b])              # (m, C), in y's rows until y is made
+        var = np.mean(square, axis=-1, keepdims=True)         # (m, 1), biased like torch
         r = rstd[a:b]
         np.divide(1.0, np.sqrt(var + eps), out=r)             # (m, 1), keeps x.dtype
         xc *= r                                               # xhat = (x - mean) * rstd
@@ -49,16 +50,19 @@ def layer_norm_forward(x, weight, bias, eps):
     return y.reshape(x.shape), (xhat.reshape(x.shape), rstd.reshape(*x.shape[:-1], 1), weight)
 
 
-def layer_norm_backward(dy, cache):
+def layer_norm_backward(dy, cache, param_grads=True):
     """dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * weight, as npbert/ops/layer_norm.py's
     layer_norm_backward (derivation in docs/backward.md), in place on g, block by block.
-    Returns (dx, {"weight": dweight, "bias": dbias})."""
+    Returns (dx, {"weight": dweight, "bias": dbias}); param_grads=False (a frozen LayerNorm):
+    (dx, {}), without the two passes over (M, C) the parameter gradients take."""
     xhat, rstd, weight = cache
     C = dy.shape[-1]
     dy2 = dy.reshape(-1, C)                                   # (M, C)
     xhat2 = xhat.reshape(-1, C)                               # (M, C)
     rstd2 = rstd.reshape(-1, 1)                               # (M, 1)
-    grads = {"weight": np.einsum("mc,mc->c", dy2, xhat2), "bias": dy2.sum(axis=0)}   # (C,), (C,)
+    grads = {}
+    if param_grads:
+        grads = {"weight": np.einsum("mc,mc->c", dy2, xhat2), "bias": dy2.sum(axis=0)}   # (C,), (C,)
     dx = np.empty_like(dy2)                                   # (M, C)
 
     def rows(a, b):

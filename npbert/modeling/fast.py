@@ -202,7 +202,8 @@ class FastBertSelfOutput(BertSelfOutput):
         return h, cache
 
     def backward(self, dout, cache):
-        dsum, g = F.layer_norm_backward(dout, cache["ln"])                        # (B, T, H)
+        ln_grads = self.trainable("LayerNorm.weight") or self.trainable("LayerNorm.bias")
+        dsum, g = F.layer_norm_backward(dout, cache["ln"], param_grads=ln_grads)  # (B, T, H)
         grads = self.prefixed("LayerNorm", g)
         dh = F.dropout_backward(dsum, cache["dropout"])
         x, weight, _ = cache["dense"]

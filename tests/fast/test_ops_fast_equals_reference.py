@@ -72,6 +72,9 @@ def test_layer_norm(data, dtype, eps):
         for k in ("weight", "bias"):
             assert g_f[k].shape == g_r[k].shape == (C,)
             assert rel(g_f[k], g_r[k]) <= ROUND_OFF[dtype], k
+    dx_frozen, g_frozen = fast.layer_norm_backward(dy, cache_f, param_grads=False)   # a frozen LayerNorm
+    assert g_frozen == {}
+    np.testing.assert_array_equal(dx_frozen, dx_r)
 
 
 def softmax_backward_bound(dy, y):
