@@ -10,7 +10,7 @@ import numpy as np
 
 from npbert.config import BertConfig
 
-from .fast import share_qkv_memory
+from .fast_attention import share_qkv_memory
 
 _SKIP_INIT = [False]   # set by from_pretrained: do not draw weights that are about to be loaded
 

@@ -25,7 +25,8 @@ import numpy as np
 from npbert.config import BertConfig
 from npbert.paths import get_path
 
-from .fast import FAST_TWINS, share_qkv_memory
+from .fast import FAST_TWINS
+from .fast_attention import share_qkv_memory
 from .loading import _SKIP_INIT, CheckpointMixin, _no_init  # noqa: F401 (_no_init: weights_tools, tests)
 from .loss import make_loss
 from .module import ModelState, Module

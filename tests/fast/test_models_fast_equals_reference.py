@@ -284,3 +284,40 @@ def test_the_cls_row_alone_with_intermediate_grads_and_a_3d_mask():
             assert _rel(a, b) <= 1e-12, f"{field}[{i}]"
     last = ig_r.attentions[-1]
     assert np.abs(last[:, :, 1:]).max() == 0 and np.abs(last[:, :, 0]).max() > 0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_cls_row_alone_after_every_query_row_s_attention(monkeypatch, dtype):
+    """With output_attentions (head importance reads every head's probabilities), the last layer
+    runs every query row's attention and the rest of the layer on row 0 alone: the attentions,
+    logits, loss, every gradient, and the head-mask and attention-probability gradients of
+    return_intermediate_grads as the reference's (tolerances above)."""
+    from npbert.modeling.fast import FastBertAttention
+    cls_name = "BertForSequenceClassification"
+    config = config_for(cls_name)
+    inputs = tiny_inputs(cls_name, config, B=4)
+    seen = []
+    original = FastBertAttention.forward
+
+    def spy(self, *args, **kwargs):
+        seen.append((args[5:], kwargs))
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(FastBertAttention, "forward", spy)
+    results = {}
+    for path in ("fast", "reference"):
+        with npbert.using_path(path):
+            model = randomize(npbert.BertForSequenceClassification(config, dtype=dtype), seed=1).eval()
+            out = model(**inputs, output_attentions=True)
+            grads, igrads = model.backward(loss=1.0, return_intermediate_grads=True)
+            results[path] = (out, grads, igrads)
+    assert ((0, 1), True) in [a for a, _ in seen]                  # the last layer, both halves
+    (out_f, grads_f, ig_f), (out_r, grads_r, ig_r) = results["fast"], results["reference"]
+    tol = TOL[dtype]
+    for key in ("logits", "loss"):
+        assert _rel(out_f[key], out_r[key]) <= tol["outputs"], key
+    for i, (a, b) in enumerate(zip(out_f.attentions, out_r.attentions)):
+        assert _rel(a, b) <= tol["outputs"], f"attentions[{i}]"
+    assert_grads_agree(grads_f, grads_r, cls_name, dtype, tol)
+    for field in ("attentions", "head_mask"):
+        for i, (a, b) in enumerate(zip(getattr(ig_f, field), getattr(ig_r, field))):
+            assert _rel(a, b) <= tol["grads"], f"{field}[{i}]"

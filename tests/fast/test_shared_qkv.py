@@ -6,7 +6,7 @@ import numpy as np
 
 import npbert
 from heads.headhelpers import tiny_config
-from npbert.modeling.fast import _stacked
+from npbert.modeling.fast_attention import _stacked
 
 NAMES = ("query", "key", "value")
 
