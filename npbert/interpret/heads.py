@@ -30,15 +30,16 @@ import numpy as np
 from npbert.modeling import no_grad
 
 from .layers import inspecting
+from .regroup import plan_runs
 
 
 class HeadImportance:
     """importance (L, N) normalised as asked; raw (L, N) before normalisation (tokens divided);
     entropy (L, N) mean attention entropy per token; tokens: how many real tokens were seen."""
 
-    def __init__(self, importance, raw, entropy, tokens, granularity):
+    def __init__(self, importance, raw, entropy, tokens, granularity, path="per batch"):
         self.importance, self.raw, self.entropy, self.tokens = importance, raw, entropy, tokens
-        self.granularity = granularity
+        self.granularity, self.path = granularity, path
 
     def order(self):
         """Heads from least to most important, as (layer, head) pairs."""
@@ -64,14 +65,18 @@ def _report(progress, done, total, t0, text):
 
 
 def head_importance(model, batches, normalize_importance_by_layer=True, normalize_global_importance=False,
-                    granularity="batch", head_mask=None, progress=None):
+                    granularity="batch", head_mask=None, progress=None, regroup=True):
     """Michel et al.'s head importance over `batches`: dicts the model takes, each with its labels
     (the model computes the loss of the batch), e.g. from a DataCollatorWithPadding.
 
     granularity: "batch" (bertology, the default) or "token" (Michel et al.'s code); see the
     module's docstring.  head_mask: (L, N) values of xi to compute the importance at (ones by
-    default).  progress: called as progress(done, total, seconds, text) after every batch.
-    Returns a HeadImportance."""
+    default).  regroup: run the examples regrouped by length (the same numbers, less padding; see
+    the module's docstring) when that is exact, else (or with regroup=False) batch by batch.
+    progress: called as progress(done, total, seconds, text) after every forward and backward,
+    done and total counting the user's batches (a batch is done when all its examples have run);
+    the text gives the loss and the examples done.
+    Returns a HeadImportance; its `path` says which loop ran and, for the per-batch one, why."""
     if granularity not in ("batch", "token"):
         raise ValueError(f"granularity must be 'batch' or 'token', got {granularity!r}")
     batches = _check_batches(batches, "head_importance")
@@ -83,25 +88,19 @@ def head_importance(model, batches, normalize_importance_by_layer=True, normaliz
         if granularity == "token" and (head_mask == 0).any():
             raise ValueError("granularity='token' reads each head's unmasked probabilities off the ones used: "
                              "give a head_mask without zeros")
-    importance, entropy, tokens = np.zeros((L, N)), np.zeros((L, N)), 0
-    t0 = time.perf_counter()
+    if not regroup:
+        plan = "regroup=False"
+    elif head_mask is not None and (head_mask == 0).any():
+        plan = "a head_mask with zeros (a head's share dA A / xi is undefined at xi = 0)"
+    else:
+        plan = plan_runs(model, batches)
     with inspecting(model):
-        for step, batch in enumerate(batches):
-            out = model(**batch, head_mask=head_mask, output_attentions=True)
-            if out.get("loss") is None:
-                raise ValueError(f"head_importance: batch {step} gave no loss: each batch needs its labels")
-            _, igrads = model.backward(return_intermediate_grads=True)
-            real = _real_tokens(batch, out.attentions[0])                       # (B, F) 1/0
-            for layer, (A, dA) in enumerate(zip(out.attentions, igrads.attentions)):
-                if granularity == "batch":
-                    importance[layer] += np.abs(igrads.head_mask[layer])
-                else:                                     # A is xi * the head's probabilities: divide xi out
-                    xi = 1.0 if head_mask is None else head_mask[layer][None, :, None]
-                    per_token = np.einsum("bnft,bnft->bnf", dA, A) / xi                           # (B, N, F)
-                    importance[layer] += np.abs(per_token).sum(axis=(0, 2))
-                entropy[layer] += (_entropy(A) * real[:, None, :]).sum(axis=(0, 2))
-            tokens += int(real.sum())
-            _report(progress, step + 1, len(batches), t0, f"loss {float(out.loss):.4f}")
+        if isinstance(plan, str):
+            importance, entropy, tokens = _per_batch(model, batches, granularity, head_mask, progress)
+            path = f"per batch: {plan}"
+        else:
+            importance, entropy, tokens = _regrouped(model, batches, plan, granularity, head_mask, progress)
+            path = "regrouped"
     importance /= tokens
     entropy /= tokens
     raw = importance.copy()
@@ -109,7 +108,72 @@ def head_importance(model, batches, normalize_importance_by_layer=True, normaliz
         importance /= np.sqrt((importance ** 2).sum(axis=-1, keepdims=True)) + 1e-20
     if normalize_global_importance:
         importance = (importance - importance.min()) / (importance.max() - importance.min())
-    return HeadImportance(importance, raw, entropy, tokens, granularity)
+    return HeadImportance(importance, raw, entropy, tokens, granularity, path)
+
+
+def _per_batch(model, batches, granularity, head_mask, progress):
+    """The reference: each batch as given.  Sums (importance, entropy) (L, N) and the real tokens."""
+    L, N = model.config.num_hidden_layers, model.config.num_attention_heads
+    importance, entropy, tokens = np.zeros((L, N)), np.zeros((L, N)), 0
+    n, seen, t0 = sum(_examples(b) for b in batches), 0, time.perf_counter()
+    for step, batch in enumerate(batches):
+        out = model(**batch, head_mask=head_mask, output_attentions=True)
+        if out.get("loss") is None:
+            raise ValueError(f"head_importance: batch {step} gave no loss: each batch needs its labels")
+        _, igrads = model.backward(return_intermediate_grads=True)
+        real = _real_tokens(batch, out.attentions[0])                           # (B, F) 1/0
+        for layer, (A, dA) in enumerate(zip(out.attentions, igrads.attentions)):
+            if granularity == "batch":
+                importance[layer] += np.abs(igrads.head_mask[layer])
+            else:                                     # A is xi * the head's probabilities: divide xi out
+                xi = 1.0 if head_mask is None else head_mask[layer][None, :, None]
+                per_token = np.einsum("bnft,bnft->bnf", dA, A) / xi                           # (B, N, F)
+                importance[layer] += np.abs(per_token).sum(axis=(0, 2))
+            entropy[layer] += (_entropy(A) * real[:, None, :]).sum(axis=(0, 2))
+        tokens += int(real.sum())
+        seen += len(real)
+        _report(progress, step + 1, len(batches), t0, f"loss {float(out.loss):.4f}, {seen}/{n} examples")
+    return importance, entropy, tokens
+
+
+def _regrouped(model, batches, plan, granularity, head_mask, progress):
+    """The same sums from runs of examples of about one length (regroup.py): each example's share of
+    d L_run / d xi_h is sum over (f, t) of dA A / xi_h (A = xi softmax, no dropout in eval), scaled by
+    w_b to its batch's mean loss and summed per batch before the absolute value ("batch"), or taken
+    per query token ("token", |w_b x| = w_b |x|)."""
+    L, N = model.config.num_hidden_layers, model.config.num_attention_heads
+    importance, entropy, tokens = np.zeros((L, N)), np.zeros((L, N)), 0
+    grads = np.zeros((len(batches), L, N))                  # d L_batch / d xi, summed over its examples
+    left = np.bincount([i for i, _, _ in plan.examples], minlength=len(batches))     # examples not run yet
+    t0 = time.perf_counter()
+    for k, (start, stop) in enumerate(plan.runs):
+        inputs = plan.inputs(k)
+        out = model(**inputs, head_mask=head_mask, output_attentions=True)
+        _, igrads = model.backward(return_intermediate_grads=True)
+        w, owner = plan.weight[start:stop], plan.batch_of(k)                          # (R,), (R,)
+        real = _real_tokens(inputs, out.attentions[0])                               # (R, F) 1/0
+        for layer, (A, dA) in enumerate(zip(out.attentions, igrads.attentions)):
+            xi = np.ones(N) if head_mask is None else head_mask[layer]                          # (N,)
+            if granularity == "batch":
+                share = np.einsum("bnft,bnft->bn", dA, A) / xi[None, :]                        # (R, N)
+                np.add.at(grads[:, layer], owner, w[:, None] * share)
+            else:
+                per_token = np.einsum("bnft,bnft->bnf", dA, A) / xi[None, :, None]             # (R, N, F)
+                importance[layer] += (w[:, None] * np.abs(per_token).sum(axis=2)).sum(axis=0)
+            entropy[layer] += (_entropy(A) * real[:, None, :]).sum(axis=(0, 2))
+        tokens += int(real.sum())
+        np.subtract.at(left, owner, 1)
+        _report(progress, int((left == 0).sum()), len(batches), t0,
+                f"loss {float(out.loss):.4f}, {stop}/{len(plan.examples)} examples")
+    if granularity == "batch":
+        importance += np.abs(grads).sum(axis=0)
+    return importance, entropy, tokens
+
+
+def _examples(batch):
+    """How many examples a batch holds (its input_ids' or inputs_embeds' first axis)."""
+    main = batch.get("input_ids", batch.get("inputs_embeds"))
+    return 0 if main is None else len(main)
 
 
 def _real_tokens(batch, attention):
