@@ -97,12 +97,14 @@ def plan_runs(model, batches, run_tokens=None):
     """A Plan for `batches` (dicts of arrays, as head_importance takes them), or a string saying why
     they cannot be regrouped with the same results.  run_tokens: how many tokens (padding included)
     a run may hold, at least one example (default: RUN_TOKENS, or the largest batch's B T if more)."""
-    if not all(isinstance(b, dict) and "labels" in b for b in batches):
-        return "a batch without labels"
-    arrays = [{k: np.asarray(v) for k, v in b.items()} for b in batches]
-    kind = label_kind(model, arrays[0]["labels"])
+    if not all(isinstance(b, dict) for b in batches):
+        return "a batch that is not a dict"
+    kind = label_kind(model, np.asarray(batches[0].get("labels", ())))
     if kind not in ("class", "example", "token"):
         return kind
+    if not all("labels" in b for b in batches):
+        return "a batch without labels"
+    arrays = [{k: np.asarray(v) for k, v in b.items()} for b in batches]
     keys = tuple(arrays[0])
     examples, counts, totals, largest = [], [], [], 0
     for i, batch in enumerate(arrays):
