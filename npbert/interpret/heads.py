@@ -18,6 +18,21 @@ optionally min-max scaled over all heads (bertology's global normalisation, off 
 as in Michel et al.'s code).  The attention entropy of every head (bertology's second table) comes
 along: -sum_t A log A per query token, summed over the real (unpadded) tokens, over the tokens.
 
+Two loops compute these sums.  `_per_batch` is the reference, read it first: each batch as the
+user gave it, the formulas above as written.  `_regrouped` (the default, when it is exact) gets the
+same numbers with almost no padding: the examples of all batches cut to their real length, sorted
+by length and run in runs of about regroup.RUN_TOKENS tokens (regroup.py).  The model is in eval
+mode (no dropout), so example b's share of a run's d L_run / d xi_h is
+
+    g_bh = sum over (f, t) of dA[b,h,f,t] A[b,h,f,t] / xi_h      (summed over b: the model's head_mask grad)
+
+and its share of its own batch's gradient is w_b g_bh, w_b = C_run / C_batch the ratio of the loss
+elements the two means divide by; "batch" sums w_b g_bh per batch before the absolute value,
+"token" takes |w_b x| = w_b |x| per query token.  Where that cannot be proven to give the same
+numbers (question answering, pre-training, left padding, labels on padding, a head_mask with
+zeros...; regroup.py lists them) the per-batch loop runs; `HeadImportance.path` says which ran
+and why.  tests/interpret/test_head_regroup.py holds the two equal (float64, 1e-10).
+
 The pruning curve masks heads in order of increasing importance (xi = 0) and evaluates the loss
 (and the accuracy of a classifier) with each count masked.
 
