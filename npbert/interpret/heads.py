@@ -45,7 +45,7 @@ import numpy as np
 from npbert.modeling import no_grad
 
 from .layers import inspecting
-from .regroup import plan_runs
+from .regroup import Plan, plan_runs
 
 
 class HeadImportance:
@@ -243,9 +243,16 @@ def pruning_curve(model, batches, importance, points=11, progress=None):
     return PruningCurve(counts, losses, None if accuracies[0] is None else accuracies, heads)
 
 
-def evaluate(model, batches, head_mask=None):
+def evaluate(model, batches, head_mask=None, regroup=True):
     """(mean loss over the examples, accuracy or None) of `model` on `batches` with `head_mask`.
-    The accuracy is computed for logits (B, K) and integer class labels (B,)."""
+    The accuracy is computed for logits (B, K) and integer class labels (B,).  regroup: when every
+    example is one element of its batch's mean loss (classification without -100 labels,
+    regression), run the examples regrouped by length (regroup.py): each run is then a batch like
+    any other, the sum over runs of (run loss x run size) the same sum; otherwise batch by batch."""
+    batches = _check_batches(batches, "evaluate")
+    plan = plan_runs(model, batches) if regroup else None
+    if isinstance(plan, Plan) and (plan.count == 1).all():
+        batches = [plan.inputs(k) for k in range(len(plan.runs))]
     total, n, correct, classified = 0.0, 0, 0, True
     with inspecting(model), no_grad():
         for batch in batches:

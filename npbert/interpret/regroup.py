@@ -40,10 +40,11 @@ TOKEN_KEYS = ("input_ids", "attention_mask", "token_type_ids", "position_ids", "
 
 class Plan:
     """examples: (batch, row, length) of every example, in run order; runs: (start, stop) slices of
-    examples; weight: (examples,) w_b = C_run / C_batch; keys: the batches' keys; label_kind."""
+    examples; count: (examples,) the loss elements of each; weight: (examples,) w_b = C_run / C_batch;
+    keys: the batches' keys; label_kind."""
 
-    def __init__(self, examples, runs, weight, keys, label_kind, arrays):
-        self.examples, self.runs, self.weight, self.keys = examples, runs, weight, keys
+    def __init__(self, examples, runs, count, weight, keys, label_kind, arrays):
+        self.examples, self.runs, self.count, self.weight, self.keys = examples, runs, count, weight, keys
         self.label_kind, self._arrays = label_kind, arrays
 
     def inputs(self, k):
@@ -140,7 +141,7 @@ def plan_runs(model, batches, run_tokens=None):
         if c_run == 0:
             return f"a run of examples {start}..{stop - 1} (sorted by length) whose loss counts nothing"
         weight[start:stop] = [c_run / totals[i] for i, _, _ in examples[start:stop]]
-    return Plan(examples, runs, weight, keys, kind, arrays)
+    return Plan(examples, runs, count, weight, keys, kind, arrays)
 
 
 def _lengths(batch, i):

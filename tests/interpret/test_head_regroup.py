@@ -220,3 +220,31 @@ def test_progress_counts_the_batches(monkeypatch):
         assert calls[-1][3].endswith(f"{sum(len(b['labels']) for b in data)}/{sum(len(b['labels']) for b in data)}"
                                      f" examples")
         assert len(calls) > 1
+
+
+EVALUATED = [("BertForSequenceClassification", "class", {"num_labels": 3}, True),      # -100 dropped below
+             ("BertForSequenceClassification", "regression", {"num_labels": 1}, True),
+             ("BertForSequenceClassification", "class", {"num_labels": 3}, False),     # one -100: counts 0
+             ("BertForTokenClassification", "token", {"num_labels": 3}, False)]
+
+
+@pytest.mark.parametrize("cls_name,kind,overrides,regrouped", EVALUATED,
+                         ids=["class", "regression", "class with -100", "token"])
+def test_evaluate_regroups_only_when_every_example_counts_once(monkeypatch, cls_name, kind, overrides, regrouped):
+    """Regrouped, the loss is the sum over runs of (run loss x run size): the same sum when each
+    example is one element of its batch's mean; otherwise evaluate runs the batches (a spy on
+    Plan.inputs tells which)."""
+    monkeypatch.setattr(regroup, "RUN_TOKENS", 1)
+    runs = []
+    inputs = regroup.Plan.inputs
+    monkeypatch.setattr(regroup.Plan, "inputs", lambda self, k: runs.append(k) or inputs(self, k))
+    model, data = model_of(cls_name, **overrides), batches(kind)
+    if regrouped and kind == "class":
+        data[1]["labels"][2] = 0
+    hm = np.ones((2, 4))
+    hm[0, 1] = 0.0                                     # a pruned head: no gradient here, nothing divides by xi
+    loss, accuracy = ni.evaluate(model, data, head_mask=hm)
+    assert bool(runs) == regrouped
+    ref_loss, ref_accuracy = ni.evaluate(model, data, head_mask=hm, regroup=False)
+    assert abs(loss - ref_loss) <= REL64 * abs(ref_loss)
+    assert accuracy == ref_accuracy and (accuracy is None) == (kind != "class")
