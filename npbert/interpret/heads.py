@@ -18,6 +18,21 @@ optionally min-max scaled over all heads (bertology's global normalisation, off 
 as in Michel et al.'s code).  The attention entropy of every head (bertology's second table) comes
 along: -sum_t A log A per query token, summed over the real (unpadded) tokens, over the tokens.
 
+Two loops compute these sums.  `_per_batch` is the reference, read it first: each batch as the
+user gave it, the formulas above as written.  `_regrouped` (the default, when it is exact) gets the
+same numbers with almost no padding: the examples of all batches cut to their real length, sorted
+by length and run in runs of about regroup.RUN_TOKENS tokens (regroup.py).  The model is in eval
+mode (no dropout), so example b's share of a run's d L_run / d xi_h is
+
+    g_bh = sum over (f, t) of dA[b,h,f,t] A[b,h,f,t] / xi_h      (summed over b: the model's head_mask grad)
+
+and its share of its own batch's gradient is w_b g_bh, w_b = C_run / C_batch the ratio of the loss
+elements the two means divide by; "batch" sums w_b g_bh per batch before the absolute value,
+"token" takes |w_b x| = w_b |x| per query token.  Where that cannot be proven to give the same
+numbers (question answering, pre-training, left padding, labels on padding, a head_mask with
+zeros...; regroup.py lists them) the per-batch loop runs; `HeadImportance.path` says which ran
+and why.  tests/interpret/test_head_regroup.py holds the two equal (float64, 1e-10).
+
 The pruning curve masks heads in order of increasing importance (xi = 0) and evaluates the loss
 (and the accuracy of a classifier) with each count masked.
 
@@ -30,15 +45,16 @@ import numpy as np
 from npbert.modeling import no_grad
 
 from .layers import inspecting
+from .regroup import Plan, plan_runs
 
 
 class HeadImportance:
     """importance (L, N) normalised as asked; raw (L, N) before normalisation (tokens divided);
     entropy (L, N) mean attention entropy per token; tokens: how many real tokens were seen."""
 
-    def __init__(self, importance, raw, entropy, tokens, granularity):
+    def __init__(self, importance, raw, entropy, tokens, granularity, path="per batch"):
         self.importance, self.raw, self.entropy, self.tokens = importance, raw, entropy, tokens
-        self.granularity = granularity
+        self.granularity, self.path = granularity, path
 
     def order(self):
         """Heads from least to most important, as (layer, head) pairs."""
@@ -64,14 +80,18 @@ def _report(progress, done, total, t0, text):
 
 
 def head_importance(model, batches, normalize_importance_by_layer=True, normalize_global_importance=False,
-                    granularity="batch", head_mask=None, progress=None):
+                    granularity="batch", head_mask=None, progress=None, regroup=True):
     """Michel et al.'s head importance over `batches`: dicts the model takes, each with its labels
     (the model computes the loss of the batch), e.g. from a DataCollatorWithPadding.
 
     granularity: "batch" (bertology, the default) or "token" (Michel et al.'s code); see the
     module's docstring.  head_mask: (L, N) values of xi to compute the importance at (ones by
-    default).  progress: called as progress(done, total, seconds, text) after every batch.
-    Returns a HeadImportance."""
+    default).  regroup: run the examples regrouped by length (the same numbers, less padding; see
+    the module's docstring) when that is exact, else (or with regroup=False) batch by batch.
+    progress: called as progress(done, total, seconds, text) after every forward and backward,
+    done and total counting the user's batches (a batch is done when all its examples have run);
+    the text gives the loss and the examples done.
+    Returns a HeadImportance; its `path` says which loop ran and, for the per-batch one, why."""
     if granularity not in ("batch", "token"):
         raise ValueError(f"granularity must be 'batch' or 'token', got {granularity!r}")
     batches = _check_batches(batches, "head_importance")
@@ -83,25 +103,19 @@ def head_importance(model, batches, normalize_importance_by_layer=True, normaliz
         if granularity == "token" and (head_mask == 0).any():
             raise ValueError("granularity='token' reads each head's unmasked probabilities off the ones used: "
                              "give a head_mask without zeros")
-    importance, entropy, tokens = np.zeros((L, N)), np.zeros((L, N)), 0
-    t0 = time.perf_counter()
+    if not regroup:
+        plan = "regroup=False"
+    elif head_mask is not None and (head_mask == 0).any():
+        plan = "a head_mask with zeros (a head's share dA A / xi is undefined at xi = 0)"
+    else:
+        plan = plan_runs(model, batches)
     with inspecting(model):
-        for step, batch in enumerate(batches):
-            out = model(**batch, head_mask=head_mask, output_attentions=True)
-            if out.get("loss") is None:
-                raise ValueError(f"head_importance: batch {step} gave no loss: each batch needs its labels")
-            _, igrads = model.backward(return_intermediate_grads=True)
-            real = _real_tokens(batch, out.attentions[0])                       # (B, F) 1/0
-            for layer, (A, dA) in enumerate(zip(out.attentions, igrads.attentions)):
-                if granularity == "batch":
-                    importance[layer] += np.abs(igrads.head_mask[layer])
-                else:                                     # A is xi * the head's probabilities: divide xi out
-                    xi = 1.0 if head_mask is None else head_mask[layer][None, :, None]
-                    per_token = np.einsum("bnft,bnft->bnf", dA, A) / xi                           # (B, N, F)
-                    importance[layer] += np.abs(per_token).sum(axis=(0, 2))
-                entropy[layer] += (_entropy(A) * real[:, None, :]).sum(axis=(0, 2))
-            tokens += int(real.sum())
-            _report(progress, step + 1, len(batches), t0, f"loss {float(out.loss):.4f}")
+        if isinstance(plan, str):
+            importance, entropy, tokens = _per_batch(model, batches, granularity, head_mask, progress)
+            path = f"per batch: {plan}"
+        else:
+            importance, entropy, tokens = _regrouped(model, batches, plan, granularity, head_mask, progress)
+            path = "regrouped"
     importance /= tokens
     entropy /= tokens
     raw = importance.copy()
@@ -109,7 +123,72 @@ def head_importance(model, batches, normalize_importance_by_layer=True, normaliz
         importance /= np.sqrt((importance ** 2).sum(axis=-1, keepdims=True)) + 1e-20
     if normalize_global_importance:
         importance = (importance - importance.min()) / (importance.max() - importance.min())
-    return HeadImportance(importance, raw, entropy, tokens, granularity)
+    return HeadImportance(importance, raw, entropy, tokens, granularity, path)
+
+
+def _per_batch(model, batches, granularity, head_mask, progress):
+    """The reference: each batch as given.  Sums (importance, entropy) (L, N) and the real tokens."""
+    L, N = model.config.num_hidden_layers, model.config.num_attention_heads
+    importance, entropy, tokens = np.zeros((L, N)), np.zeros((L, N)), 0
+    n, seen, t0 = sum(_examples(b) for b in batches), 0, time.perf_counter()
+    for step, batch in enumerate(batches):
+        out = model(**batch, head_mask=head_mask, output_attentions=True)
+        if out.get("loss") is None:
+            raise ValueError(f"head_importance: batch {step} gave no loss: each batch needs its labels")
+        _, igrads = model.backward(return_intermediate_grads=True)
+        real = _real_tokens(batch, out.attentions[0])                           # (B, F) 1/0
+        for layer, (A, dA) in enumerate(zip(out.attentions, igrads.attentions)):
+            if granularity == "batch":
+                importance[layer] += np.abs(igrads.head_mask[layer])
+            else:                                     # A is xi * the head's probabilities: divide xi out
+                xi = 1.0 if head_mask is None else head_mask[layer][None, :, None]
+                per_token = np.einsum("bnft,bnft->bnf", dA, A) / xi                           # (B, N, F)
+                importance[layer] += np.abs(per_token).sum(axis=(0, 2))
+            entropy[layer] += (_entropy(A) * real[:, None, :]).sum(axis=(0, 2))
+        tokens += int(real.sum())
+        seen += len(real)
+        _report(progress, step + 1, len(batches), t0, f"loss {float(out.loss):.4f}, {seen}/{n} examples")
+    return importance, entropy, tokens
+
+
+def _regrouped(model, batches, plan, granularity, head_mask, progress):
+    """The same sums from runs of examples of about one length (regroup.py): each example's share of
+    d L_run / d xi_h is sum over (f, t) of dA A / xi_h (A = xi softmax, no dropout in eval), scaled by
+    w_b to its batch's mean loss and summed per batch before the absolute value ("batch"), or taken
+    per query token ("token", |w_b x| = w_b |x|)."""
+    L, N = model.config.num_hidden_layers, model.config.num_attention_heads
+    importance, entropy, tokens = np.zeros((L, N)), np.zeros((L, N)), 0
+    grads = np.zeros((len(batches), L, N))                  # d L_batch / d xi, summed over its examples
+    left = np.bincount([i for i, _, _ in plan.examples], minlength=len(batches))     # examples not run yet
+    t0 = time.perf_counter()
+    for k, (start, stop) in enumerate(plan.runs):
+        inputs = plan.inputs(k)
+        out = model(**inputs, head_mask=head_mask, output_attentions=True)
+        _, igrads = model.backward(return_intermediate_grads=True)
+        w, owner = plan.weight[start:stop], plan.batch_of(k)                          # (R,), (R,)
+        real = _real_tokens(inputs, out.attentions[0])                               # (R, F) 1/0
+        for layer, (A, dA) in enumerate(zip(out.attentions, igrads.attentions)):
+            xi = np.ones(N) if head_mask is None else head_mask[layer]                          # (N,)
+            if granularity == "batch":
+                share = np.einsum("bnft,bnft->bn", dA, A) / xi[None, :]                        # (R, N)
+                np.add.at(grads[:, layer], owner, w[:, None] * share)
+            else:
+                per_token = np.einsum("bnft,bnft->bnf", dA, A) / xi[None, :, None]             # (R, N, F)
+                importance[layer] += (w[:, None] * np.abs(per_token).sum(axis=2)).sum(axis=0)
+            entropy[layer] += (_entropy(A) * real[:, None, :]).sum(axis=(0, 2))
+        tokens += int(real.sum())
+        np.subtract.at(left, owner, 1)
+        _report(progress, int((left == 0).sum()), len(batches), t0,
+                f"loss {float(out.loss):.4f}, {stop}/{len(plan.examples)} examples")
+    if granularity == "batch":
+        importance += np.abs(grads).sum(axis=0)
+    return importance, entropy, tokens
+
+
+def _examples(batch):
+    """How many examples a batch holds (its input_ids' or inputs_embeds' first axis)."""
+    main = batch.get("input_ids", batch.get("inputs_embeds"))
+    return 0 if main is None else len(main)
 
 
 def _real_tokens(batch, attention):
@@ -164,9 +243,16 @@ def pruning_curve(model, batches, importance, points=11, progress=None):
     return PruningCurve(counts, losses, None if accuracies[0] is None else accuracies, heads)
 
 
-def evaluate(model, batches, head_mask=None):
+def evaluate(model, batches, head_mask=None, regroup=True):
     """(mean loss over the examples, accuracy or None) of `model` on `batches` with `head_mask`.
-    The accuracy is computed for logits (B, K) and integer class labels (B,)."""
+    The accuracy is computed for logits (B, K) and integer class labels (B,).  regroup: when every
+    example is one element of its batch's mean loss (classification without -100 labels,
+    regression), run the examples regrouped by length (regroup.py): each run is then a batch like
+    any other, the sum over runs of (run loss x run size) the same sum; otherwise batch by batch."""
+    batches = _check_batches(batches, "evaluate")
+    plan = plan_runs(model, batches) if regroup else None
+    if isinstance(plan, Plan) and (plan.count == 1).all():
+        batches = [plan.inputs(k) for k in range(len(plan.runs))]
     total, n, correct, classified = 0.0, 0, 0, True
     with inspecting(model), no_grad():
         for batch in batches:
