@@ -4,7 +4,7 @@
     H = hidden size, N = attention heads, D = H / N head size
 
 Their fast twins (Q, K, V as one stacked GEMM, the context written in place, activations freed
-during the backward) are in npbert/modeling/fast.py.
+during the backward) are in npbert/modeling/fast_attention.py.
 
 `record`: the forward and the backward of BertSelfAttention, BertAttention and BertLayer take an
 optional dict and put their intermediates there (the forward: query, key, value, attention_scores,

@@ -121,7 +121,7 @@ class CheckpointMixin:
         dtype = model.state.dtype
         for name, value in result.state_dict.items():
             model.state.params[name] = np.array(value, dtype=dtype, copy=True)
-        share_qkv_memory(model.state)     # Q, K, V as blocks of one array (npbert/modeling/fast.py)
+        share_qkv_memory(model.state)     # Q, K, V as blocks of one array (npbert/modeling/fast_attention.py)
         model.eval()                 # as transformers' from_pretrained
         if output_loading_info:
             return model, {"missing_keys": fresh, "unexpected_keys": list(result.unexpected), "mismatched_keys": [],

@@ -98,7 +98,7 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
         if not self._is_root:
             return
         self._init_weights(None if _SKIP_INIT[0] else list(self.state.inits))
-        share_qkv_memory(self.state)        # Q, K, V as blocks of one array (npbert/modeling/fast.py)
+        share_qkv_memory(self.state)        # Q, K, V as blocks of one array (npbert/modeling/fast_attention.py)
         self.state.use_path(get_path())
 
     def _init_weights(self, names):
