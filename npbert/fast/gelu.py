@@ -19,8 +19,9 @@ The backward can read Phi off the forward's output (`y=`: Phi = y / x, 11 passes
 and write dx into dy's memory (`out=dy`).  The cache is x, as the reference's.  A forward whose
 backward will follow can instead make the derivative with the output, while x is in cache
 (`gelu_forward_with_grad`: y and dy/dx = Phi(x) + x phi(x), 23 passes); the backward is then one
-multiplication, dx = dy * dy/dx.  BertIntermediate's fast twin does this in float32.  `ACT2FN` / `get_activation` here are the reference registry with this
-gelu in place of the reference one.
+multiplication, dx = dy * dy/dx.  BertIntermediate's fast twin does this in float32.
+`ACT2FN` / `get_activation` here are the reference registry with this gelu in place of the
+reference one.
 """
 import math
 

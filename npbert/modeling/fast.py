@@ -31,8 +31,7 @@ from npbert.fast.parallel import parallel_for, side_by_side
 
 from .attention import BertAttention, BertSelfAttention, BertSelfOutput
 from .encoder import BertEncoder, BertLayer
-from .fast_attention import (FastBertAttention, FastBertSelfAttention, FastBertSelfOutput, _release,  # noqa: F401
-                             _stacked, share_qkv_memory)
+from .fast_attention import FastBertAttention, FastBertSelfAttention, FastBertSelfOutput, _release
 from .feed_forward import BertIntermediate, BertOutput
 
 
@@ -117,10 +116,10 @@ class FastBertEncoder(BertEncoder):
     def forward(self, hidden_states, attention_mask=None, head_mask=None,
                 output_hidden_states=False, output_attentions=False, records=None):
         B = hidden_states.shape[0]
-        rows = self._last_rows(output_hidden_states, output_attentions, records)
+        last = self._last_rows(output_hidden_states, output_attentions, records)
         if B < 2:
             return self._forward_layers(hidden_states, attention_mask, head_mask, output_hidden_states,
-                                        output_attentions, first_row=None, records=records, rows=rows)
+                                        output_attentions, first_row=None, records=records, last=last)
         bounds = ((0, B // 2), (B // 2, B))
         offset = self.state.batch_offset
         half_records = _half_records(records, len(bounds))
@@ -129,7 +128,7 @@ class FastBertEncoder(BertEncoder):
             a, b = bounds[k]
             return self._forward_layers(hidden_states[a:b], _rows(attention_mask, a, b), head_mask,
                                         output_hidden_states, output_attentions, first_row=offset + a,
-                                        records=half_records[k], rows=rows)
+                                        records=half_records[k], last=last)
         halves = side_by_side([lambda k=k: half(k) for k in range(len(bounds))])
         _merge_records(records, half_records)
         last = np.concatenate([h[0] for h in halves])                       # (B, T, H)
@@ -154,24 +153,25 @@ class FastBertEncoder(BertEncoder):
         return {"rows": rows, "all_queries": bool(output_attentions)}
 
     def _forward_layers(self, hidden_states, attention_mask, head_mask, output_hidden_states, output_attentions,
-                        first_row, records=None, rows=None):
+                        first_row, records=None, last=None):
         """BertEncoder.forward's loop on the rows given, their first row's global index `first_row`.
-        rows = {"rows": (a, b), "all_queries": ...}: the last layer computes only rows [a, b) of its
-        output; the other rows of the returned last hidden state are NaN (nothing reads them:
-        _last_rows)."""
+        last = {"rows": (a, b), "all_queries": ...} (_last_rows): the last layer's extra arguments;
+        it computes only rows [a, b) of its output, and the other rows of the returned last hidden
+        state are NaN (nothing reads them)."""
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         caches = []
         L = len(self.layer)
         for i, layer in enumerate(self.layer):
-            last_rows = rows if rows is not None and i == L - 1 else {}
+            extra = last if last is not None and i == L - 1 else {}
             B, T, H = hidden_states.shape
             hidden_states, probs, c = layer.forward(hidden_states, attention_mask,
                                                     None if head_mask is None else head_mask[i], first_row,
-                                                    None if records is None else records[i], **last_rows)
-            if last_rows:
+                                                    None if records is None else records[i], **extra)
+            if extra:
+                a, b = extra["rows"]
                 full = np.full((B, T, H), np.nan, dtype=hidden_states.dtype)                     # (B, T, H)
-                full[:, rows["rows"][0]:rows["rows"][1]] = hidden_states
+                full[:, a:b] = hidden_states
                 hidden_states = full
             if output_hidden_states:
                 all_hidden_states.append(hidden_states)
