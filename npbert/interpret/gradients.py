@@ -24,6 +24,8 @@ import time
 
 import numpy as np
 
+from npbert.ops.affine_rows import AffineRows
+
 from .baselines import baseline_ids_or_values, default_baseline_ids
 from .layers import layer_output, prepare_inputs, resolve_layer, run_from, tiled
 from .quadrature import check_rule, step_sizes_and_alphas
@@ -130,9 +132,15 @@ def integrated_gradients(model, inputs, target, baselines=None, n_steps=50, meth
     t0 = time.perf_counter()
     for run in _chunks(n_steps, B, internal_batch_size):
         S = len(run)
-        F, g, _ = run_from(model, tiled(inputs, S), layer, _path_points(x, x0, alphas[run]), target, B)
-        g = g.reshape((S,) + x.shape)                                               # (S, B, T, H)
-        total += (g * weights[run].reshape(S, 1, 1, 1)).sum(axis=0).astype(x.dtype, copy=False)
+        if layer.kind == "embeddings":   # the points as a line (AffineRows), the weighted sum in the model
+            points = AffineRows(x0, x - x0, alphas[run])
+            _, g, _ = run_from(model, tiled(inputs, S), layer, points, target, B,
+                               row_weights=np.repeat(weights[run], B))                # (B, T, H)
+            total += g
+        else:
+            _, g, _ = run_from(model, tiled(inputs, S), layer, _path_points(x, x0, alphas[run]), target, B)
+            g = g.reshape((S,) + x.shape)                                           # (S, B, T, H)
+            total += (g * weights[run].reshape(S, 1, 1, 1)).sum(axis=0).astype(x.dtype, copy=False)
         if progress is not None:
             progress(run[-1] + 1, n_steps, time.perf_counter() - t0, "integration points")
     attributions = total * (x - x0)                                                 # (B, T, H)

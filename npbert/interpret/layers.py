@@ -156,11 +156,16 @@ def layer_output(model, inputs, layer, input_ids=None):
         return out.hidden_states[layer.index + 1]
 
 
-def run_from(model, inputs, layer, values, target, B, with_grad=True, read_layer=None):
+def run_from(model, inputs, layer, values, target, B, with_grad=True, read_layer=None, row_weights=None):
     """Run `model` on the S copies of `inputs` (already tiled to R = S B rows) with `layer`'s output
     replaced by `values` (R, T, H).  Returns (F (R,), dF/dvalues (R, T, H), read) where `read`,
     when `read_layer` (an encoder Layer) is given, is (its output (R, T, H), dF/d it (R, T, H));
-    with_grad=False: only F (the gradients None)."""
+    with_grad=False: only F (the gradients None).
+
+    values may be an AffineRows (npbert/ops/affine_rows.py: the points of integrated gradients
+    at "bert.embeddings"); the gradient is then sum over each example's S rows of
+    row_weights[r] dF_r/dvalues[r], (B, T, H): the backward is linear in its upstream gradient,
+    so each row's upstream is scaled by its weight and the model sums."""
     base = base_model(model)
     kwargs = {k: v for k, v in inputs.items() if k != "input_ids"}
     if layer.kind == "word_embeddings":
@@ -180,16 +185,21 @@ def run_from(model, inputs, layer, values, target, B, with_grad=True, read_layer
         F = target.values(out, B)                                                    # (R,)
         if not with_grad:
             return F, None, None
+        upstream = target.upstream(out, B)
+        if row_weights is not None:                  # row r's upstream times its weight
+            upstream = {name: u * np.asarray(row_weights, u.dtype).reshape((-1,) + (1,) * (u.ndim - 1))
+                        for name, u in upstream.items()}
         need = model.state.need_inputs_embeds_grad
         model.state.need_inputs_embeds_grad = True
         try:
             if read_layer is None:
-                model.backward(**target.upstream(out, B))
+                model.backward(**upstream)
             else:
-                _, igrads = model.backward(**target.upstream(out, B), return_intermediate_grads=True)
+                _, igrads = model.backward(**upstream, return_intermediate_grads=True)
         finally:
             model.state.need_inputs_embeds_grad = need
     dvalues = model.inputs_embeds_grad          # with the embeddings' output replaced: that output's gradient
+                                                # (an AffineRows': each example's sum, (B, T, H))
     read = None
     if read_layer is not None:
         j = read_layer.index + 1

@@ -6,6 +6,7 @@ and positions are checked by BertEmbeddings.prepare_inputs, the masks here).
 """
 import numpy as np
 
+from npbert.ops.affine_rows import AffineRows
 from npbert.ops.attention_mask import get_extended_attention_mask
 
 from .embeddings import BertEmbeddings
@@ -89,12 +90,13 @@ class BertModel(BertPreTrainedModel):
             attentions=attentions)
         cache = {"embeddings": embeddings_cache, "encoder": encoder_cache, "pooler": pooler_cache,
                  "shape": sequence_output.shape, "hidden_states": output_hidden_states,
-                 "attentions": output_attentions}
+                 "attentions": output_attentions, "replaced": replaced}
         return output, cache
 
     def _check_replaced_embeddings(self, value, shape):
-        """The array the embeddings' output is replaced by: (B, T, H) of the inputs, the model's dtype."""
-        value = np.asarray(value)
+        """The array the embeddings' output is replaced by: (B, T, H) of the inputs, the model's dtype.
+        An AffineRows (npbert/ops/affine_rows.py) stands for its rows."""
+        value = value.materialize() if isinstance(value, AffineRows) else np.asarray(value)
         expected = tuple(shape) + (self.config.hidden_size,)
         if value.shape != expected:
             raise ValueError(f"the replacement for {self.prefix}embeddings' output has shape {value.shape}, "
@@ -148,10 +150,20 @@ class BertModel(BertPreTrainedModel):
         if dembedding_output is None:                    # everything below is frozen
             return grads, None
         if cache["embeddings"] is None:                  # the embeddings' output was replaced (npbert.interpret):
-            return grads, dembedding_output              # model.inputs_embeds_grad is the replacement's gradient
+            return grads, self._replacement_grad(cache, dembedding_output)
         dinputs_embeds, g = self.embeddings.backward(dembedding_output, cache["embeddings"])
         grads.update(g)
         return grads, dinputs_embeds
+
+    @staticmethod
+    def _replacement_grad(cache, dembedding_output):
+        """model.inputs_embeds_grad when the embeddings' output was replaced: the replacement's
+        gradient (B, T, H); for an AffineRows, each example's sum over its rows (examples, T, H),
+        which the fast encoder's first layer may have summed already (HalfCaches.summed)."""
+        replaced = cache["replaced"]
+        if isinstance(replaced, AffineRows) and not getattr(cache["encoder"], "summed", False):
+            return replaced.sum_by_example(dembedding_output)
+        return dembedding_output
 
     def _lowest_layer_needing_grad(self):
         """0 when the embeddings (or model.inputs_embeds_grad) need a gradient, else the lowest

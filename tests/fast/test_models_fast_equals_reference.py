@@ -300,7 +300,7 @@ def test_the_cls_row_alone_after_every_query_row_s_attention(monkeypatch, dtype)
     original = FastBertAttention.forward
 
     def spy(self, *args, **kwargs):
-        seen.append((args[5:], kwargs))
+        seen.append((args[5:7], kwargs))                     # (rows, all_queries)
         return original(self, *args, **kwargs)
     monkeypatch.setattr(FastBertAttention, "forward", spy)
     results = {}
