@@ -4,8 +4,10 @@
     probs   = dropout(softmax(scores)) * head_mask      (B, N, F, T)
     context = probs v                                   (B, N, F, D)
 
-with the same arithmetic per batch row (bit-equal forward; equal to round-off backward, where
-the softmax's row sums are an einsum).  The per-head products run batch row by batch row with
+with the same arithmetic per batch row, except two things equal to round-off: the softmax
+is taken without subtracting each row's max where no exp can overflow
+(npbert/fast/softmax.py: softmax_forward_unshifted), and the backward's softmax row sums are an
+einsum.  The per-head products run batch row by batch row with
 one BLAS thread each, and the scaling, masking and softmax between them on npbert's threads
 (`over_batch`), in place in one (B, N, F, T) array; the context can be written into a caller's
 buffer (`out=`), and the backward can free its cache as it goes (`free=`).  Same cache keys as
@@ -18,7 +20,7 @@ from npbert.ops.attention import check_attention_inputs, head_mask_grad
 
 from .dropout import dropout_backward, dropout_forward
 from .parallel import over_batch
-from .softmax import softmax_backward, softmax_forward
+from .softmax import softmax_backward, softmax_forward_unshifted
 
 
 def _rows(a, start, stop):
@@ -46,14 +48,18 @@ def attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=Non
     scores = np.empty((B, N, F, T), dtype=q.dtype)                                # (B, N, F, T)
     kept_scores = None if record is None else np.empty_like(scores)               # only when asked for
 
-    def scores_and_softmax(a, b):                                                 # batch rows [a, b)
+    def scores_of(a, b):                                                          # batch rows [a, b)
         s = np.matmul(q[a:b], k[a:b].transpose(0, 1, 3, 2), out=scores[a:b])      # q k^T
         s *= scale                                                                # / sqrt(D)
         if mask is not None:
             s += _rows(mask, a, b)
+        return s
+
+    def scores_and_softmax(a, b):
+        s = scores_of(a, b)
         if kept_scores is not None:
             kept_scores[a:b] = s                                                  # before the softmax overwrites it
-        softmax_forward(s, out=s)                                                 # in place
+        softmax_forward_unshifted(s, lambda i: scores_of(a + i, a + i + 1))       # in place
     over_batch(scores_and_softmax, B)
     if record is not None:
         record["attention_scores"] = kept_scores

@@ -4,7 +4,7 @@ cache (the two caches are the same, so a backward may run on the other path than
 
 Bit-equal, because the arithmetic is the same operation for operation:
     softmax_forward                                   (in place, the same ufuncs)
-    attention_forward, and the backward's dv          (per batch row: the same GEMMs)
+    the attention backward's dv                       (per batch row: the same GEMMs)
     gelu_forward / gelu_backward in float64           (the fast twin is the reference there)
     dropout_forward / _backward, keep_mask            (the same bits, drawn in pieces)
     embedding_backward with more than 256 distinct ids (np.add.at on both)
@@ -14,6 +14,10 @@ Equal to round-off, because sums run in another order:
     layer_norm_backward's parameter gradients (einsum over the rows) and embedding_backward with
     few distinct ids (a one-hot GEMM), normwise (max |fast - ref| / max |ref|): float64 <= 1e-12,
     float32 <= 16 ulp (measured <= 4).
+    softmax_forward_unshifted (exp(x) / sum exp(x), not shifted by the row max) and so
+    attention_forward's probabilities and context: entry by entry within unshifted_bound
+    (the reference's shifted exponent x - max(x) is itself rounded), carried through probs v.
+    Its fallbacks (scores too large, underflowed rows, NaN) are the reference's, bit-equal.
     softmax_backward and the attention backward's dq, dk (the row sums s = sum(dy y) are an
     einsum): entry by entry within the bound of a T-term sum taken in another order,
     2 (T + 2) eps y (|dy| + sum |dy y|), carried through dscores @ k and dscores^T @ q.  (A
@@ -29,6 +33,7 @@ from hypothesis import strategies as st
 import npbert.fast as fast
 import npbert.ops as ref
 import npbert.testing as nt
+from npbert.fast.softmax import softmax_forward_unshifted
 from npbert.ops.dropout import DropoutKey
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -138,6 +143,68 @@ def test_softmax(data, dtype):
     assert np.all(diff <= softmax_backward_bound(dy, y_r))
 
 
+def unshifted_bound(x, y, dtype):
+    """How far exp(x) / sum exp(x) can be from the reference's exp(x - m) / sum exp(x - m) (m the
+    row max), entry by entry, y the reference's output.  The reference's exponent x - m is rounded
+    (relative error eps/2 of |x - m|, which exp turns into a relative error of its result), each
+    exp is within 4 eps of its exact value (NumPy's SIMD exp: under 4 ulp), each T-term sum within
+    T eps, each quotient within eps; the sum carries its terms' errors weighted by y.  In float64
+    (|x - m| of a masked entry is about float32's max); 2 tiny as a floor for subnormal exps."""
+    eps, tiny = float(np.finfo(dtype).eps), float(np.finfo(dtype).tiny)
+    x, y = x.astype(np.float64), y.astype(np.float64)
+    gap = np.abs(x - x.max(axis=-1, keepdims=True))                                # |x - m|
+    weighted = np.where(y > 0, y * gap, 0).sum(axis=-1, keepdims=True)            # the sum's share
+    return np.where(y > 0, y * eps * (gap + weighted + 2 * x.shape[-1] + 20), 0) + 2 * tiny
+
+
+@SETTINGS
+@given(data=st.data(), dtype=dtypes, case=st.sampled_from(["plain", "large", "underflow", "nan", "masked"]))
+def test_softmax_unshifted(data, dtype, case):
+    """Within unshifted_bound of the reference where it runs; the reference's numbers, bit-equal,
+    where it falls back (a batch row whose scores could overflow, a row whose exps underflow, NaN),
+    those batch rows only; and each batch row's numbers its own (the same computed alone)."""
+    n, lead, T = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 12))
+    x = arrays(data.draw, (n, lead, T), dtype, scale=5.0)
+    odd = data.draw(st.integers(0, n - 1))                                        # the batch row made odd
+    if case == "large":
+        x[odd] += dtype(100 if dtype == np.float32 else 800)
+    elif case == "underflow":
+        x[odd, 0] -= dtype(60)
+    elif case == "nan":
+        x[odd, 0, 0] = np.nan
+    elif case == "masked":
+        x[..., :T // 2] += np.finfo(dtype).min
+    y_r, _ = ref.softmax_forward(x)
+    again = []
+
+    def scores_again(i):
+        again.append(i)
+        y_f[i] = x[i]
+    y_f = x.copy()
+    softmax_forward_unshifted(y_f, scores_again)
+    for i in range(n):
+        if case in ("large", "underflow", "nan") and i == odd:
+            np.testing.assert_array_equal(y_f[i], y_r[i])                            # the reference's, NaN too
+        else:
+            assert np.all(np.abs(y_f[i] - y_r[i]) <= unshifted_bound(x[i], y_r[i], dtype)), i
+            alone = x[i:i + 1].copy()
+            softmax_forward_unshifted(alone, lambda _: None)
+            np.testing.assert_array_equal(alone[0], y_f[i])                       # its own numbers
+    assert again == ([odd] if case == "underflow" else [])
+
+
+def test_softmax_unshifted_bound_can_fail():
+    """A planted error of 1e-5 relative in one probability breaks the float32 bound (about
+    (|x - m| + 40) eps ~ 1e-5 only for gaps near 40; 3e-5 is past it)."""
+    x = np.random.default_rng(0).normal(size=(1, 2, 6)).astype(np.float32)
+    y_r, _ = ref.softmax_forward(x)
+    y_f = x.copy()
+    softmax_forward_unshifted(y_f, lambda _: None)
+    assert np.all(np.abs(y_f - y_r) <= unshifted_bound(x, y_r, np.float32))
+    y_f[0, 0, 0] *= np.float32(1 + 3e-5)
+    assert not np.all(np.abs(y_f - y_r) <= unshifted_bound(x, y_r, np.float32))
+
+
 @SETTINGS
 @given(data=st.data(), dtype=dtypes, p=st.sampled_from([0.0, 0.1, 0.5]), training=st.booleans())
 def test_attention(data, dtype, p, training):
@@ -151,8 +218,16 @@ def test_attention(data, dtype, p, training):
     args = (q, k, v, mask, head_mask, p, key, training)
     context_r, cache_r = ref.attention_forward(*args)
     context_f, cache_f = fast.attention_forward(*args)
-    np.testing.assert_array_equal(context_f, context_r)
-    np.testing.assert_array_equal(cache_f["probs"], cache_r["probs"])
+    # the softmax within unshifted_bound; dropout's 1 / (1 - p) and the head mask (<= 1) scale
+    # it, rounding once more; probs v carries it, plus each side's own T-term sums.
+    scores = q @ k.transpose(0, 1, 3, 2) * cache_r["scale"] + mask                  # (B, N, T, T)
+    eps = float(np.finfo(dtype).eps)
+    dA = unshifted_bound(scores, cache_r["softmax"], dtype) / (1 - p if training else 1)
+    dP = dA + 2 * eps * np.abs(cache_r["probs"])
+    assert np.all(np.abs(cache_f["softmax"] - cache_r["softmax"]) <= unshifted_bound(scores, cache_r["softmax"],
+                                                                                       dtype))
+    assert np.all(np.abs(cache_f["probs"] - cache_r["probs"]) <= dP)
+    assert np.all(np.abs(context_f - context_r) <= dP @ np.abs(v) + 2 * T * eps * (np.abs(cache_r["probs"]) @ np.abs(v)))
     assert set(cache_f) == set(cache_r)
     dprobs = arrays(data.draw, (B, N, T, T), dtype)
     dq_r, dk_r, dv_r = ref.attention_backward(dcontext, cache_r, dprobs)

@@ -95,8 +95,12 @@ def test_backward_finite_differences(F, extras):
         dq, dk, dv = F.attention_backward(dcontext, cache)
         return {"q": dq, "k": dk, "v": dv}
 
+    # judged by npbert.gradcheck's verdict (c.ok, c.error: small entries against the scale of the
+    # whole gradient), not cs231n's rel_error, whose 1e-8 floor judges an entry near 0 (dk has a
+    # direction that is 0 in exact arithmetic: the softmax ignores a shift of every key) by its
+    # own round-off
     for name, c in check_forward_backward(forward, backward, {"q": q, "k": k, "v": v}, **FD_FINE).items():
-        assert c.rel_error < FD_TOL, (extras, name, c.rel_error)
+        assert c.ok and c.error < FD_TOL, (extras, name, c.error, c.bad, c.note)
 
 
 def test_backward_with_an_upstream_gradient_of_the_probabilities(F):
