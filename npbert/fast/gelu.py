@@ -111,17 +111,18 @@ _ONE32 = np.array(1.0, _f32)
 
 def _gelu32_with_grad_kernel(x, d, y, s, p):
     """y = x Phi(x), the very numbers _gelu32_kernel writes, and d = Phi(x) + x phi(x) = dy/dx.
-    x, d, y, s, p: float32 chunks (d is written: _run_chunked passes outputs after the inputs)."""
+    x, d, y, s, p: float32 chunks (d is written: _run_chunked passes outputs after the inputs);
+    y may be x itself (x is read for the last time by the pass that writes y)."""
     _neg_z32(x, s, p)                         # p = -z, s = x^2
     np.expm1(p, p)
     np.add(p, _TWO32, p)                      # p = 1 / Phi(x)
-    np.divide(x, p, y)                        # y = x Phi(x)
     np.divide(_ONE32, p, d)                   # d = Phi(x)
     np.multiply(s, _MINUS_HALF32, s)          # s = -x^2 / 2
     np.add(s, _LOG_INV_SQRT_2PI32, s)
     np.exp(s, s)                              # s = phi(x)
     np.multiply(s, x, s)
     np.add(d, s, d)                           # d = Phi(x) + x phi(x)
+    np.divide(x, p, y)                        # y = x Phi(x)
 
 
 _HALF32 = np.array(0.5, _f32)
@@ -154,9 +155,10 @@ def _gelu32(x):
     return y
 
 
-def _gelu32_with_grad(x):
+def _gelu32_with_grad(x, overwrite_x=False):
     x = np.ascontiguousarray(x)
-    y, d = np.empty_like(x), np.empty_like(x)
+    y = x if overwrite_x and x.flags.writeable else np.empty_like(x)
+    d = np.empty_like(x)
     _run_chunked(_gelu32_with_grad_kernel, 2, y.reshape(-1), x.reshape(-1), d.reshape(-1))
     return y, d
 
@@ -194,13 +196,14 @@ def gelu_forward(x):
     return reference.gelu_forward(x)
 
 
-def gelu_forward_with_grad(x):
+def gelu_forward_with_grad(x, overwrite_x=False):
     """(y, dydx): y = x * Phi(x), the numbers gelu_forward gives, and dy/dx = Phi(x) + x * phi(x),
     both (..., C).  For a forward whose backward follows: dx = dy * dydx.  Float32 in 23 passes
-    over chunks still in cache; other dtypes through the reference."""
+    over chunks still in cache; other dtypes through the reference.  overwrite_x=True (float32,
+    a caller that owns x and is done with it): y is written into x's memory, one array less."""
     x = reference._float_array(x)
     if x.dtype == np.float32:
-        return _gelu32_with_grad(x)
+        return _gelu32_with_grad(x, overwrite_x)
     y, cache = reference.gelu_forward(x)
     return y, reference.gelu_backward(np.ones_like(x), cache)
 

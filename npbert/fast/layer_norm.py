@@ -26,14 +26,16 @@ def _over_rows(work, n_rows):
     parallel_for(blocks, n_blocks)
 
 
-def layer_norm_forward(x, weight, bias, eps):
+def layer_norm_forward(x, weight, bias, eps, overwrite_x=False):
     """y = weight * (x - mean) / sqrt(var + eps) + bias, as npbert/ops/layer_norm.py's
     layer_norm_forward, row block by row block on threads.  (..., C) -> ((..., C), cache);
-    the cache is (xhat, rstd, weight)."""
+    the cache is (xhat, rstd, weight).  overwrite_x=True (a caller that owns a C-contiguous x
+    and is done with it): xhat is written into x's memory, one array less."""
     C = x.shape[-1]
     x2 = x.reshape(-1, C)                                     # (M, C), M = prod(leading dims)
     y = np.empty_like(x2)                                     # (M, C)
-    xhat = np.empty_like(x2)                                  # (M, C)
+    in_place = overwrite_x and x.flags.c_contiguous and x.flags.writeable    # then x2 is a view of x
+    xhat = x2 if in_place else np.empty_like(x2)              # (M, C)
     rstd = np.empty((x2.shape[0], 1), dtype=x.dtype)          # (M, 1)
     eps = x.dtype.type(eps)
 

@@ -51,7 +51,8 @@ class FastBertIntermediate(BertIntermediate):
         cache = {}
         h, cache["dense"] = F.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, I)
         if self.config.hidden_act in ("gelu", "gelu_python") and h.dtype == np.float32 and self.state.keep_caches:
-            out, cache["dact"] = F.gelu_forward_with_grad(h)      # (B, T, I) each: d out / d h made now
+            out, cache["dact"] = F.gelu_forward_with_grad(h, overwrite_x=True)   # (B, T, I) each: d out / d h
+                                                                                 # made now; out in h's memory
         else:
             out, cache["act"] = act_forward(h)                                                            # (B, T, I)
         return out, cache

@@ -193,7 +193,7 @@ class FastBertSelfOutput(BertSelfOutput):
                                                 self.training)
         h += input_tensor                       # in place: neither the dense nor the dropout cache holds h
         h, cache["ln"] = F.layer_norm_forward(h, self.p("LayerNorm.weight"), self.p("LayerNorm.bias"),
-                                              self.config.layer_norm_eps)
+                                              self.config.layer_norm_eps, overwrite_x=True)   # xhat in h
         return h, cache
 
     def backward(self, dout, cache):
