@@ -143,9 +143,11 @@ def test_a_forward_that_differs_from_the_read_along_fails(monkeypatch, capsys):
     recomputation from the parameters (npbert/reference.py) no longer matches `output.attentions`."""
     import npbert.fast.attention
     import npbert.ops
-    for where in (npbert.ops, npbert.fast.attention):    # the model's softmax on either path, not reference.py's
-        real = where.softmax_forward
-        monkeypatch.setattr(where, "softmax_forward", lambda x, out=None, real=real: real(x * x.dtype.type(1.5)))
+    real = npbert.ops.softmax_forward                    # the model's softmax on either path, not reference.py's
+    monkeypatch.setattr(npbert.ops, "softmax_forward", lambda x, out=None: real(x * x.dtype.type(1.5)))
+    unshifted = npbert.fast.attention.softmax_forward_unshifted       # the fast attention's, in place
+    monkeypatch.setattr(npbert.fast.attention, "softmax_forward_unshifted",
+                        lambda x, again: unshifted(np.multiply(x, x.dtype.type(1.5), out=x), again))
     status, out, _ = run(["explain", "--random"], capsys)
     assert status == 1
     assert "MISMATCH" in out
