@@ -249,6 +249,7 @@ def fingerprint_file(path, chunk_bytes=1 << 22):
 
 # ---- the MPI world -----------------------------------------------------------------------------
 _OPS = ("sum", "max", "min")
+ABORT_GRACE_SECONDS = 1.0      # MPIWorld.abort: time for the launcher to forward the last lines
 
 
 class MPIWorld(SingleProcess):
@@ -293,6 +294,10 @@ class MPIWorld(SingleProcess):
     def abort(self, message, exit_code=1):
         print(message, file=sys.stderr, flush=True)
         sys.stdout.flush()
+        # The launcher forwards what this rank printed from a pipe, and stops reading it when
+        # MPI_Abort kills the job: a moment first, or the message (and the traceback above
+        # it) can be lost (seen once in CI on a loaded machine).
+        time.sleep(ABORT_GRACE_SECONDS)
         self.MPI.COMM_WORLD.Abort(exit_code)
 
     def all_failed(self, timeout=5.0):
