@@ -103,8 +103,7 @@ def _chunks(n_points, B, internal_batch_size):
 
 def _path_points(x, x0, alphas):
     """x' + alpha_k (x - x') for the alphas given, stacked step-major: (S B, T, H)."""
-    dtype = x.dtype.type
-    return np.concatenate([x0 + dtype(a) * (x - x0) for a in alphas])
+    return AffineRows(x0, x - x0, alphas).materialize()
 
 
 def _delta(model, inputs, layer, target, B, x, x0, attributions):
@@ -130,10 +129,11 @@ def integrated_gradients(model, inputs, target, baselines=None, n_steps=50, meth
     weights, alphas = step_sizes_and_alphas(method, n_steps, captum_rounding)
     total = np.zeros_like(x)                                                        # (B, T, H)
     t0 = time.perf_counter()
+    delta = x - x0                                                                  # (B, T, H)
     for run in _chunks(n_steps, B, internal_batch_size):
         S = len(run)
         if layer.kind == "embeddings":   # the points as a line (AffineRows), the weighted sum in the model
-            points = AffineRows(x0, x - x0, alphas[run])
+            points = AffineRows(x0, delta, alphas[run])
             _, g, _ = run_from(model, tiled(inputs, S), layer, points, target, B,
                                row_weights=np.repeat(weights[run], B))                # (B, T, H)
             total += g

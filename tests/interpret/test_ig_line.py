@@ -12,7 +12,7 @@ import pytest
 
 import npbert
 import npbert.interpret as ni
-from npbert.interpret.gradients import _chunks, _path_points
+from npbert.interpret.gradients import _chunks
 from npbert.interpret.layers import layer_output, prepare_inputs, resolve_layer, run_from, tiled
 from npbert.interpret.quadrature import step_sizes_and_alphas
 from npbert.interpret.targets import resolve_target
@@ -38,6 +38,11 @@ def model_and_inputs(B, seed=0, dtype=np.float64, cls_name="BertForSequenceClass
     return model, {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "special_tokens_mask": special}
 
 
+def points(x, x0, alphas):
+    """x' + alpha_k (x - x'), step-major (S B, T, H), each alpha rounded to the dtype once."""
+    return np.concatenate([x0 + x.dtype.type(a) * (x - x0) for a in alphas])
+
+
 def plain_integrated_gradients(model, inputs, target, n_steps, internal_batch_size=None):
     """(x - x') * sum_k w_k g(x' + alpha_k (x - x')), each point's gradient from the model."""
     enc, special = prepare_inputs(model, inputs)
@@ -50,7 +55,7 @@ def plain_integrated_gradients(model, inputs, target, n_steps, internal_batch_si
     total = np.zeros_like(x)
     for run in _chunks(n_steps, B, internal_batch_size):
         S = len(run)
-        _, g, _ = run_from(model, tiled(enc, S), layer, _path_points(x, x0, alphas[run]), t, B)
+        _, g, _ = run_from(model, tiled(enc, S), layer, points(x, x0, alphas[run]), t, B)
         total += (g.reshape((S,) + x.shape) * weights[run].reshape(S, 1, 1, 1)).sum(axis=0)
     return total * (x - x0)
 
@@ -98,7 +103,7 @@ def test_the_model_sums_weighted_rows(npbert_path):
         alphas, w = np.array([0.1, 0.5, 0.8, 1.0]), np.array([0.3, -1.0, 2.0, 0.5])
         _, summed, _ = run_from(model, tiled(enc, 4), layer, AffineRows(x0, x - x0, alphas), t, 3,
                                 row_weights=np.repeat(w, 3))
-        _, rows, _ = run_from(model, tiled(enc, 4), layer, _path_points(x, x0, alphas), t, 3)
+        _, rows, _ = run_from(model, tiled(enc, 4), layer, points(x, x0, alphas), t, 3)
         expected = (rows.reshape(4, 3, 7, -1) * w.reshape(4, 1, 1, 1)).sum(axis=0)
         assert summed.shape == (3, 7, TINY["hidden_size"])
         assert rel(summed, expected) <= REL64, cls_name
