@@ -83,6 +83,20 @@ def shard_global_batch(batch, per_device_batch_size, world_size, rank):
     return shares
 
 
+def batch_rows(batch, start, stop):
+    """Rows [start, stop) of a collated batch (values without that first axis, or of another
+    length, are kept as they are)."""
+    n = None
+    for key in ("input_ids", "inputs_embeds"):
+        if batch.get(key) is not None:
+            n = len(batch[key])
+            break
+    if n is None:
+        raise KeyError(f"the batch has no input_ids / inputs_embeds (fields: {sorted(batch)})")
+    return {k: (v[start:stop] if isinstance(v, np.ndarray) and v.ndim and len(v) == n else v)
+            for k, v in batch.items()}
+
+
 def plan_training(n_examples, per_device_train_batch_size, gradient_accumulation_steps, world, drop_last=False):
     """The training plan every rank must share: {"global_batch_size", "updates_per_epoch"}.
 
@@ -96,11 +110,14 @@ def plan_training(n_examples, per_device_train_batch_size, gradient_accumulation
     world.check_same({"number of training examples": int(n_examples), "per_device_train_batch_size": P,
                       "gradient_accumulation_steps": A, "dataloader_drop_last": bool(drop_last)},
                      what="the training data")
-    if n_examples < W:
+    if n_examples < W and W > 1:
         raise DistributedError(f"the training set has {n_examples} examples, fewer than the {W} ranks: every rank "
                                f"needs at least one example; use fewer ranks (mpiexec -n {max(n_examples, 1)})")
     used = n_examples // (W * P) * (W * P) if drop_last else n_examples
     updates = -(-used // G)
+    if updates == 0 and W == 1:
+        raise ValueError(f"the train dataset has {n_examples} examples: not one batch of {P}"
+                         f"{' (dataloader_drop_last)' if drop_last else ''}")
     if updates == 0:
         raise DistributedError(f"the training set has {n_examples} examples: not one micro-step of {W * P} = "
                                f"{W} ranks x {P} per device (dataloader_drop_last)")

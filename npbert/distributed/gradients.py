@@ -122,7 +122,9 @@ def allreduce_gradients(grads, model, world, bucket_bytes=DEFAULT_BUCKET_BYTES):
 
     The buckets are planned on the first call for a model (and again if its trainable
     parameters change) and checked to be the same on every rank; then each step costs one
-    Allreduce per bucket."""
+    Allreduce per bucket.  On one process the dict is returned as it is (zeros for None)."""
+    if world.world_size == 1:
+        return grads if grads is not None else GradientBuckets.for_model(model, bucket_bytes).zeros()
     key = (id(model), bucket_bytes, tuple((n, _array(p).shape, _array(p).dtype.str)
                                            for n, p in model.named_parameters() if model.is_trainable(n)))
     cache = world.gradient_buckets
@@ -142,7 +144,10 @@ def broadcast_parameters(model, world, root=0):
     optimizer holds stay the same objects).  The ranks first check that their models have the
     same parameter names, shapes and dtype, so that a different config on one rank is an error
     naming it rather than a hang or a silent mix.  Also copies root's dropout generator state
-    (model.state.rng), so that every rank's random stream starts where root's does."""
+    (model.state.rng), so that every rank's random stream starts where root's does.  On one
+    process there is nothing to do."""
+    if world.world_size == 1:
+        return
     named = [(name, _array(p)) for name, p in model.named_parameters()]
     world.check_same({"parameters": [[name, list(a.shape), a.dtype.str] for name, a in named]},
                      what="the model's parameters")

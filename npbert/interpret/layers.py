@@ -22,7 +22,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from npbert.modeling import BertForMultipleChoice, no_grad
+from npbert.modeling import no_grad
 
 from .targets import check_output_shapes
 
@@ -85,9 +85,8 @@ def prepare_inputs(model, inputs):
     """`inputs`: what the tokenizer returns (a mapping with input_ids, attention_mask,
     token_type_ids, optionally position_ids and special_tokens_mask) or an input_ids array.
     Returns ({name: (B, T) int64 or None} of INPUT_KEYS, special_tokens_mask (B, T) or None)."""
-    if isinstance(model, BertForMultipleChoice):
-        raise TypeError("npbert.interpret does not handle BertForMultipleChoice (inputs (B, C, T)): explain one "
-                        "choice at a time with the BertModel inside it, model.bert")
+    if model.attribution_targets is None:           # the model's declaration (npbert/modeling/loss_terms.py)
+        raise TypeError(model.attribution_refusal or f"npbert.interpret does not handle {type(model).__name__}")
     if not hasattr(inputs, "keys"):
         inputs = {"input_ids": inputs}
     if inputs.get("inputs_embeds") is not None:

@@ -30,8 +30,6 @@ that is not (B, T), dtypes that differ between batches, a batch or a run whose l
 """
 import numpy as np
 
-from npbert.modeling import (BertForMaskedLM, BertForNextSentencePrediction, BertForSequenceClassification,
-                             BertForTokenClassification)
 
 RUN_TOKENS = 1024      # measured on bench_interpret.py's head importance (MiniLM, ~11 tokens an example): runs
                        # of 16 examples (~180 tokens) took 1.4x the time of runs of 512 to 2048 tokens
@@ -77,21 +75,9 @@ class Plan:
 
 
 def label_kind(model, labels):
-    """How the model's loss counts (see the module docstring), or a reason it cannot be regrouped."""
-    if isinstance(model, BertForSequenceClassification):
-        problem = model.config.problem_type
-        if problem is None:             # as BertForSequenceClassification._problem_type infers it
-            problem = ("regression" if model.num_labels == 1 else "single_label_classification"
-                       if model.num_labels > 1 and labels.dtype in (np.int64, np.int32) else
-                       "multi_label_classification")
-        return {"single_label_classification": "class", "regression": "example",
-                "multi_label_classification": "example"}.get(problem, f"problem_type {problem!r}")
-    if isinstance(model, BertForNextSentencePrediction):
-        return "class"
-    if isinstance(model, (BertForTokenClassification, BertForMaskedLM)):
-        return "token"
-    return (f"{type(model).__name__}: its loss is not a mean of per-example terms that cutting the padding "
-            f"leaves unchanged")
+    """How the model's loss counts (see the module docstring), or a reason it cannot be regrouped:
+    the model's own declaration, model.regroup_kind (npbert/modeling/loss_terms.py)."""
+    return model.regroup_kind(labels)
 
 
 def plan_runs(model, batches, run_tokens=None):

@@ -10,6 +10,10 @@
                                        c (0 or 1)                      seq_relationship_logits[b, c]
     BertModel                          U, an array (B, T, H)           sum(last_hidden_state[b] * U[b])
     any model                          {output name: U (B, ...)}       sum over the names of sum(output[b] * U[b])
+    a head of your own                 c (a class index)               logits[b, c] (its declaration's default)
+
+Which rows of the table a model takes is its own declaration, `model.attribution_targets`
+({kind: output name}, npbert/modeling/loss_terms.py); nothing here knows npbert's head classes.
 
 As captum's `target`: one target for every example, or a list of B targets, one per example.
 The gradient of F is the model's backward with the upstream gradient "1 at the selected entry"
@@ -20,17 +24,15 @@ gradients runs them: row r is example r % B) gets each row its example's target.
 """
 import numpy as np
 
-from npbert.modeling import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction,
-                             BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
-                             BertForTokenClassification, BertLMHeadModel, BertModel)
-
 
 class Target:
     """F(x) = the entries `index[b]` of output `name` (an index target), or sum(output * weights[b])."""
 
-    def __init__(self, name, index=None, weights=None, description=""):
+    def __init__(self, name, index=None, weights=None, description="", last_axis=None):
         self.name = name                  # an output name ("logits", ...), or None with weights
         self.index = index                # B tuples indexing output[b], or None
+        self.last_axis = last_axis        # "class" or "label": the index's last entry, checked against
+                                          # the output's last axis after the first forward
         self.weights = weights            # {output name: (B, ...) upstream}, or None
         self.description = description    # for messages and pictures: "logits[:, 1]"
 
@@ -74,8 +76,14 @@ def _per_example(target, B, is_one):
 
 
 def _check_int(name, value, high, what):
+    """value as an int in [0, high) (high None: only >= 0 here; the output's size is checked after
+    the first forward, check_output_shapes)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"target: {name} must be an integer, got {value!r}")
+    if high is None:
+        if value < 0:
+            raise ValueError(f"target: {name} {value} is out of range: it must be >= 0")
+        return int(value)
     if not 0 <= value < high:
         raise ValueError(f"target: {name} {value} is out of range: {what} (0..{high - 1})")
     return int(value)
@@ -83,44 +91,46 @@ def _check_int(name, value, high, what):
 
 def resolve_target(model, target, B, T):
     """The Target for `model` on inputs of B examples of T tokens; every wrong target is an error
-    naming it (a class out of range, a position past the sequence, the wrong form for the head)."""
-    if isinstance(model, BertForMultipleChoice):
-        raise TypeError("npbert.interpret does not handle BertForMultipleChoice (inputs (B, C, T)): explain one "
-                        "choice at a time with the BertModel inside it, model.bert")
+    naming it (a position past the sequence, a token id past the vocabulary, the wrong form for
+    the model; a class past the output's classes is found after the first forward,
+    check_output_shapes)."""
+    forms = model.attribution_targets
+    if forms is None:
+        raise TypeError(model.attribution_refusal or f"npbert.interpret does not handle {type(model).__name__}")
     if target is None:
-        raise ValueError(f"a target is needed for {type(model).__name__}: {_FORMS.get(_kind(model), _FORMS['any'])}")
+        raise ValueError(f"a target is needed for {type(model).__name__}: " + "; or ".join(
+            _FORMS[k] for k in forms))
     if isinstance(target, dict):
         return _weights_target(model, target, B)
-    kind = _kind(model, target)
-    cfg = model.config
+    kind = _kind(forms, target)
     if kind == "model":
-        return _weights_target(model, {"last_hidden_state": target}, B)
+        return _weights_target(model, {forms["model"]: target}, B)
     if kind == "class":
-        name = "seq_relationship_logits" if isinstance(model, BertForPreTraining) else "logits"
-        K = 2 if isinstance(model, (BertForNextSentencePrediction, BertForPreTraining)) else cfg.num_labels
+        name = forms["class"]
         targets = _per_example(target, B, _is_int)
-        index = [(_check_int("class", c, K, f"{name} has {K} classes"),) for c in targets]
-        return Target(name, index=index, description=f"{name}[:, {_show(targets)}]")
+        index = [(_check_int("class", c, None, ""),) for c in targets]
+        return Target(name, index=index, description=f"{name}[:, {_show(targets)}]", last_axis="class")
     if kind == "token_class":
+        name = forms["token_class"]
         targets = _per_example(target, B, _is_pair)
-        index = [(_check_int("position", p, T, f"the inputs have {T} tokens"),
-                  _check_int("label", c, cfg.num_labels, f"logits have {cfg.num_labels} labels")) for p, c in targets]
-        return Target("logits", index=index, description=f"logits[:, {_show(targets)}]")
+        index = [(_check_int("position", p, T, f"the inputs have {T} tokens"), _check_int("label", c, None, ""))
+                 for p, c in targets]
+        return Target(name, index=index, description=f"{name}[:, {_show(targets)}]", last_axis="label")
     if kind == "span":
         targets = _per_example(target, B, _is_pair)
         which = {t[0] for t in targets}
         if not which <= {"start", "end"} or len(which) != 1:
-            raise ValueError(f"target for BertForQuestionAnswering is ('start' | 'end', position), the same side for "
+            raise ValueError(f"target for {type(model).__name__} is ('start' | 'end', position), the same side for "
                              f"every example; got {target!r}")
         side = which.pop()
         index = [(_check_int("position", p, T, f"the inputs have {T} tokens"),) for _, p in targets]
         return Target(f"{side}_logits", index=index, description=f"{side}_logits[:, {_show([p for _, p in targets])}]")
     # kind == "token": (position, token id)
-    name = "prediction_logits" if isinstance(model, BertForPreTraining) else "logits"
+    name = forms["token"]
+    V = model.config.vocab_size
     targets = _per_example(target, B, _is_pair)
     index = [(_check_int("position", p, T, f"the inputs have {T} tokens"),
-              _check_int("token id", v, cfg.vocab_size, f"the vocabulary has {cfg.vocab_size} tokens"))
-             for p, v in targets]
+              _check_int("token id", v, V, f"the vocabulary has {V} tokens")) for p, v in targets]
     return Target(name, index=index, description=f"{name}[:, {_show(targets)}]")
 
 
@@ -132,22 +142,18 @@ def _is_pair(t):
     return isinstance(t, tuple) and len(t) == 2
 
 
-def _kind(model, target=None):
-    """Which row of the table in the module's docstring; BertForPreTraining by the target's form."""
-    if isinstance(model, BertForPreTraining):
-        first = target[0] if isinstance(target, list) and target else target
-        return "class" if _is_int(first) else "token"
-    if isinstance(model, (BertForSequenceClassification, BertForNextSentencePrediction)):
+def _kind(forms, target):
+    """Which of the model's target kinds `target` is written in: the only one it has, or (a model
+    with both, pre-training) "class" for an integer and "token" for a pair."""
+    if len(forms) == 1:
+        return next(iter(forms))
+    first = target[0] if isinstance(target, list) and target else target
+    if "class" in forms and _is_int(first):
         return "class"
-    if isinstance(model, BertForTokenClassification):
-        return "token_class"
-    if isinstance(model, BertForQuestionAnswering):
-        return "span"
-    if isinstance(model, (BertForMaskedLM, BertLMHeadModel)):
-        return "token"
-    if isinstance(model, BertModel):
-        return "model"
-    return "any"
+    for kind in forms:
+        if kind != "class":
+            return kind
+    return "class"
 
 
 _FORMS = {"class": "a class index c (F = logits[:, c]) or a list of one per example",
@@ -188,6 +194,16 @@ def check_output_shapes(target, out, B):
         if name not in out or out[name] is None:
             have = [k for k, v in out.items() if v is not None and k != "loss"]
             raise ValueError(f"target: the model has no output {name!r} (its outputs: {have})")
+        if target.index is not None:                 # the index fits the output's shape (B, ...)
+            shape = tuple(np.shape(out[name]))[1:]
+            for index in target.index:
+                if len(index) != len(shape):
+                    raise ValueError(f"target: {target.description} indexes {len(index)} axes of {name}, which has "
+                                     f"shape (B, {', '.join(map(str, shape))})")
+                K = shape[-1]
+                if target.last_axis is not None and not index[-1] < K:
+                    what = f"{name} has {K} classes" if target.last_axis == "class" else f"{name} have {K} labels"
+                    raise ValueError(f"target: {target.last_axis} {index[-1]} is out of range: {what} (0..{K - 1})")
         if target.weights is not None:
             shape = tuple(np.shape(out[name]))
             if target.weights[name].shape[1:] != shape[1:]:

@@ -19,6 +19,8 @@ from .pretrained import BertPreTrainedModel
 class BertModel(BertPreTrainedModel):
     """transformers' BertModel.  Parameters: `embeddings.*`, `encoder.layer.<i>.*`, `pooler.*`."""
 
+    attribution_targets = {"model": "last_hidden_state"}    # U (B, T, H): F = sum(last_hidden_state * U)
+
     def __init__(self, config, add_pooling_layer=True, seed=0, dtype=np.float32, **kwargs):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
         self.embeddings = BertEmbeddings(self.state, self.prefix + "embeddings.")
@@ -68,8 +70,6 @@ class BertModel(BertPreTrainedModel):
         output.hidden_states (L+1 arrays (B, T, H)) and output.attentions (L arrays (B, N, T, T))."""
         ids, types, positions, inputs_embeds, mask, head_mask = self._prepare_inputs(
             input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds)
-        if self._is_root:                   # (a head starts the step itself, its own dropout included)
-            self.state.new_step()           # in training: this forward's dropout seed (modeling/module.py)
         replaced = self.state.replaced_outputs.get(self.prefix + "embeddings")
         if replaced is None:
             embedding_output, embeddings_cache = self.embeddings.forward(ids, types, positions, inputs_embeds)

@@ -106,8 +106,8 @@ class CheckpointMixin:
             raise ValueError(f"{weights_file}: shapes do not fit {cls.__name__} built from {config_source}"
                              f"{' with overrides ' + str(config_overrides) if config_overrides else ''} "
                              f"({len(result.mismatched)} tensors differ):\n" + "\n".join(lines))
-        fresh = [k for k in result.missing if k.startswith(cls._fresh_prefixes)]
-        missing = [k for k in result.missing if not k.startswith(cls._fresh_prefixes)]
+        fresh = [k for k in result.missing if model._may_start_fresh(k)]
+        missing = [k for k in result.missing if not model._may_start_fresh(k)]
         if missing:
             raise ValueError(f"{weights_file}: {cls.__name__} needs {len(missing)} weights the checkpoint "
                              f"does not have: {missing}")

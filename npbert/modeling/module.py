@@ -31,6 +31,8 @@ them (Linear, Embedding, LayerNorm, ...) are in npbert/modeling/nn.py.
 """
 import contextlib
 
+import numpy as np
+
 import npbert.fast
 import npbert.ops
 from npbert.ops.dropout import DropoutKey
@@ -74,6 +76,16 @@ class ModelState:
         self.intermediate_grads = None         # what that backward computed, until it returns them
         self.replaced_outputs = {}             # module path -> the array its output is replaced by (interpret)
 
+    @classmethod
+    def standalone(cls, dtype=np.float32):
+        """The state of a module made on its own (`Linear(4, 2)` outside any model): float32, no
+        config, in training mode as torch's modules are built.  Assigned to an attribute of a
+        model's module (`self.regressor = Linear(H, 1)`), the module joins that model's state
+        (Module.__setattr__)."""
+        state = cls(None, dtype, np.random.default_rng())
+        state.training = True
+        return state
+
     def new_step(self):
         """At the start of a forward of the model: in training, one 64-bit draw from the model's
         generator, the seed every dropout mask of this forward is keyed by (npbert/ops/dropout.py).
@@ -109,6 +121,17 @@ class Module:
         self.prefix = prefix
         self._own = {}           # the module's own parameters: local name -> full name in the model's dict
         state.modules.append(self)
+
+    # ---- a submodule made on its own joins the model it is assigned to, as in torch -----------
+    def __setattr__(self, name, value):
+        """`self.regressor = Linear(H, 1)`, `self.bert = BertModel(config)`: a module (or a
+        ModuleList) of another state joins this module's model under `<prefix><name>.`, its
+        parameters registered there (and, when this model's parameters exist already, its own
+        values copied in, cast to this model's dtype)."""
+        if (isinstance(value, (Module, ModuleList)) and "state" in self.__dict__
+                and value.state is not self.state and not name.startswith("_")):
+            _adopt(self.state, self.prefix + name + ".", value)
+        object.__setattr__(self, name, value)
 
     # ---- module(...) and print(module), as torch -------------------------------------
     def __call__(self, *args, **kwargs):
@@ -246,6 +269,36 @@ class Module:
     @property
     def training(self):
         return self.state.training
+
+
+def _adopt(state, prefix, child):
+    """Move module `child` (and every module under it) from its own state into `state` with its
+    parameter names under `prefix`: the names re-prefixed, the modules pointed at `state`."""
+    old_state, old_prefix = child.state, child.prefix
+    modules = list(child.modules()) if isinstance(child, Module) else [child] + [m for c in child for m in c.modules()]
+
+    def moved(name):
+        if not name.startswith(old_prefix):
+            raise ValueError(f"cannot move {type(child).__name__} into a model: its parameter {name!r} is not under "
+                             f"its prefix {old_prefix!r} (tied to a parameter of another module)")
+        return prefix + name[len(old_prefix):]
+    for m in modules:
+        for local, full in list(m._own.items()):
+            new = moved(full)
+            if new in state.inits and full in old_state.inits:
+                raise KeyError(f"parameter {new} registered twice")
+            if full in old_state.inits:
+                state.inits[new] = old_state.inits[full]
+                if state.params and full in old_state.params:     # this model exists already: keep the values
+                    state.params[new] = np.array(old_state.arrays[full], dtype=state.dtype)
+            m._own[local] = new
+        object.__setattr__(m, "prefix", moved(m.prefix) if m.prefix else prefix)
+        object.__setattr__(m, "state", state)
+        if isinstance(m, Module):
+            object.__setattr__(m, "config", m.config if m.config is not None else state.config)
+            if hasattr(m, "_is_root"):
+                object.__setattr__(m, "_is_root", False)          # a BertModel inside a head: the head's state
+            state.modules.append(m)
 
 
 class ModuleList(list):

@@ -29,6 +29,7 @@ from .fast import FAST_TWINS
 from .fast_attention import share_qkv_memory
 from .loading import _SKIP_INIT, CheckpointMixin, _no_init  # noqa: F401 (_no_init: weights_tools, tests)
 from .loss import make_loss
+from .loss_terms import HeadDeclaration
 from .module import ModelState, Module
 from .torch_api import TorchModuleAPI
 
@@ -60,7 +61,7 @@ def _check_dtype(dtype):
     return dtype.type
 
 
-class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
+class BertPreTrainedModel(HeadDeclaration, CheckpointMixin, TorchModuleAPI, Module):
     base_model_prefix = "bert"
     # Parameters under these prefixes may be missing from a checkpoint: they are then
     # initialised fresh with a warning (a task head, or the pooler), as transformers does.
@@ -87,6 +88,15 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
         self._forward_path = None            # the path the last forward ran on: its backward runs there too
         self._forward_id = 0                 # counts forward calls: a loss knows which one it came from
         self.inputs_embeds_grad = None
+
+    def _may_start_fresh(self, name):
+        """True when parameter `name` may be missing from a checkpoint and be initialised fresh (with
+        a warning, as transformers): the pooler, a task head's own layers (`_fresh_prefixes`), and
+        in a model with a `bert` inside (a head of your own), every parameter outside it."""
+        if name.startswith(self._fresh_prefixes):
+            return True
+        base = getattr(self, self.base_model_prefix, None)
+        return isinstance(base, Module) and base is not self and not name.startswith(self.base_model_prefix + ".")
 
     @property
     def dtype(self):
@@ -265,6 +275,7 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
         self.state.keep_intermediates = bool(output_intermediates)
         self._forward_path = get_path()
         self.state.use_path(self._forward_path)   # the modules' classes for this path (module.py)
+        self.state.new_step()               # in training: this forward's dropout seed (modeling/module.py)
         try:
             output, cache = self.forward(**kwargs)
         finally:
@@ -273,6 +284,9 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
             self.state.keep_intermediates = False
         self._cache = cache if keep else None
         self._forward_without_grad = not keep
+        # a head of several loss terms keeps each term's mean in its cache (loss_terms.py)
+        self._loss_means = (cache.get("loss_means") if isinstance(cache, dict) and output.get("loss") is not None
+                            else None)
         if output.get("loss") is not None:                  # loss.backward() runs this model's backward
             output["loss"] = make_loss(output["loss"], self, self._forward_id)
         if output_intermediates:
@@ -299,8 +313,14 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
                 kwargs[flag] = bool(getattr(self.config, flag, False))
         return kwargs
 
-    def backward(self, retain_graph=False, return_intermediate_grads=False, **upstream):
+    def backward(self, cache=None, /, retain_graph=False, return_intermediate_grads=False, loss_scales=None,
+                 **upstream):
         """Gradients of the last forward call, keyed as transformers' `named_parameters()`.
+
+        Given a cache (a model inside a head of your own, called as a module: docs/custom_heads.md),
+        `grads, dinputs_embeds = self.bert.backward(bert_cache, last_hidden_state=dh)` is the
+        module pair's backward of `outputs, bert_cache = self.bert.forward(...)`: the gradients of
+        that forward's parameters, keyed by their full names, and that of its input embeddings.
 
         After a forward given labels, `backward()` differentiates the loss.  Otherwise pass
         the upstream gradient of any subset of the outputs by name (e.g.
@@ -325,7 +345,21 @@ class BertPreTrainedModel(CheckpointMixin, TorchModuleAPI, Module):
         second an IntermediateGrads (npbert/modeling/outputs.py): the gradient of the same target
         with respect to every hidden state, every layer's attention probabilities and every
         head's head-mask value.  The backward then runs down to the embeddings whatever is frozen.
+
+        `loss_scales={term: a}` (npbert's own, for data-parallel training): the gradient of
+        sum over the loss's terms of a_term * weight_term * mean_term, the terms as the model's
+        `loss_terms(batch)` names them (npbert/modeling/loss_terms.py); with one scale for
+        every term it is `backward(loss=a)`.
         """
+        if cache is not None:                      # called as a module, from the backward of its owner
+            if retain_graph or return_intermediate_grads or loss_scales is not None:
+                raise TypeError(f"{type(self).__name__}.backward(cache, ...) as a module takes the upstream "
+                                "gradients by output name only")
+            return self._backward(cache, **upstream)
+        if loss_scales is not None:
+            if upstream.get("loss") is not None:
+                raise TypeError("backward(): give loss= (one scale) or loss_scales= (one per term), not both")
+            upstream["loss"] = self._term_scales(loss_scales)
         grads, intermediate_grads = self._run_backward(retain_graph, upstream, return_intermediate_grads)
         # transformers' named_parameters() order, every trainable parameter present (zeros if
         # unused); frozen parameters (model.freeze) are left out.

@@ -5,6 +5,9 @@ npbert.training.trainer.Trainer."""
 import os
 import sys
 
+from npbert import distributed as dist
+from npbert.io import read_safetensors
+
 from . import checkpoint as ckpt
 from .signals import stopped_after_step, stopped_at_once
 from .state import TrainerState
@@ -15,7 +18,7 @@ class Checkpointing:
     def _rng_states(self):
         states = {"dropout": self.model.state.rng.bit_generator.state,
                   "shuffle": {"seed": self.args.seed, "epoch_permutation": "default_rng([seed, epoch])"}}
-        if self._dp is not None:        # the batches are cut into micro-steps of world_size x per_device rows
+        if self.world.world_size > 1:   # the batches are cut into micro-steps of world_size x per_device rows
             states["shuffle"]["world_size"] = self.world.world_size
         rng = getattr(self.data_collator, "rng", None)
         if rng is not None:
@@ -31,8 +34,7 @@ class Checkpointing:
             "args": {"early_stopping_patience": a.early_stopping_patience,
                      "early_stopping_threshold": a.early_stopping_threshold},
             "attributes": {"early_stopping_patience_counter": self._patience}}}
-        if self._dp is not None:
-            self._dp.before_save(self)
+        dist.check_same_parameters(self.model, self.world)   # rank 0 writes its copy: every rank's must agree
         self.world.run_on_main(ckpt.save_checkpoint, path, self.model, self.optimizer, self.lr_scheduler,
                                self._rng_states(), st.to_dict(), a, what=f"writing {path}")
         self._last_saved = path
@@ -55,6 +57,35 @@ class Checkpointing:
 
     def _interrupted_at_once(self, signum):
         return stopped_at_once(signum, self.state, self._last_saved or self._resumed_from, self.resume_command)
+
+    def _stop_requested(self):
+        """The signal any rank received during this step (every rank gets the same number), or None."""
+        signum = int(self.world.all_max(float(self._stop.requested or 0)))
+        if signum and not self._stop.requested:
+            self._stop.requested = signum
+        return signum or None
+
+    def _resume_on_every_rank(self, resume_from_checkpoint, total):
+        """Rank 0 reads the checkpoint (_resume); every other rank gets what it read."""
+        world = self.world
+        world.run_on_main(self._resume, resume_from_checkpoint, total, what="reading the checkpoint")
+        dist.broadcast_parameters(self.model, world)               # the weights and the dropout generator
+        rng = getattr(self.data_collator, "rng", None)
+        sent = world.broadcast_object({
+            "optimizer": self.optimizer.state_dict(), "scheduler": self.lr_scheduler.state_dict(),
+            "collator": None if rng is None else rng.bit_generator.state, "state": self.state.to_dict(),
+            "patience": self._patience, "resumed_from": self._resumed_from})
+        if not world.is_main_process:
+            self.optimizer.load_state_dict(sent["optimizer"])
+            self.lr_scheduler.load_state_dict(sent["scheduler"])
+            if rng is not None:
+                rng.bit_generator.state = sent["collator"]
+            self.state = TrainerState.from_dict(sent["state"])
+            self._patience, self._resumed_from = sent["patience"], sent["resumed_from"]
+
+    def _load_best(self, path):
+        ckpt.verify_checkpoint(path)
+        self.model.load_state_dict(read_safetensors(os.path.join(path, "model.safetensors")))
 
     def _resume(self, resume_from_checkpoint, total):
         from .resume import resume_checkpoint

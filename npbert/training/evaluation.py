@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from npbert import distributed as dist
 from npbert.modeling import no_grad
 
 from .state import EvalPrediction, PredictionOutput
@@ -40,8 +41,8 @@ class Evaluation:
         n = len(dataset)
         parts = []                                  # per batch: (predictions, labels, loss x rows, rows)
         try:
-            batches = ([np.arange(s, min(s + bs, n)) for s in range(0, n, bs)] if self._dp is None
-                       else self._dp.eval_batches(n, bs))        # N ranks: a contiguous run of them each
+            # one process's batches of bs; on N ranks, a contiguous run of them each
+            batches = dist.eval_batches(n, bs, self.world.world_size, self.world.rank)
             for idx in batches:
                 batch = self._collate(dataset, idx, prefix)
                 with no_grad():
@@ -55,8 +56,8 @@ class Evaluation:
                 parts.append((logits, (found[0] if len(found) == 1 else found) if found else None, loss, len(idx)))
         finally:
             model.train(was_training)
-        if self._dp is not None:
-            parts = self._dp.gather(parts)          # every rank's batches, in the one-process order
+        # every rank's batches, in the one-process order, on every rank (one process: its own)
+        parts = [p for part in self.world.all_gather_object(list(parts)) for p in part]
         preds, labels, loss_sum, n_loss = None, None, 0.0, 0
         for logits, found, loss, rows in parts:
             preds = _nested_concat(preds, logits)

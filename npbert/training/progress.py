@@ -65,3 +65,16 @@ class ProgressLine:
             self.stream.write("\n")
             self.stream.flush()
             self._last_len = 0
+
+
+class SilentProgress:
+    """The progress line of ranks > 0 of a data-parallel run: rank 0 alone prints."""
+
+    def update(self, *args, **kwargs):
+        pass
+
+    def message(self, text):
+        pass
+
+    def close(self):
+        pass

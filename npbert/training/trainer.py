@@ -4,6 +4,7 @@
         for each of the gradient_accumulation_steps micro-batches:
             out = model(**batch)                           # out.loss: the batch's mean loss
             grads += model.backward(loss=1 / n_micro)      # d (loss / n_micro) / d params
+        grads = allreduce_gradients(grads)                 # the sum over the ranks (one process: as is)
         norm = clip_grad_norm_(grads, max_grad_norm)       # one global norm over every gradient
         optimizer.step(grads)                              # the model's arrays, in place
         lr_scheduler.step()
@@ -12,6 +13,13 @@
 Summing the micro-batches' gradients of loss / n_micro gives the gradient of the mean of
 their losses: with equal-sized micro-batches and a per-example mean loss, exactly the
 gradient of one batch n_micro times larger (docs/training.md).
+
+One step for one process and for N: the Trainer runs in its world (npbert.distributed: MPI
+ranks under mpiexec / srun, else SingleProcess, where every collective returns its input).
+Each rank computes its share of every micro-batch (npbert.distributed.batches) and scales each
+term of the loss by its share of the term's items over all ranks (model.backward(loss_scales=),
+npbert.distributed.loss): on one process that is loss=1 / n_micro, as above.  Rank 0 alone
+writes and prints; a failure on one rank stops every rank with its message (docs/data_parallel.md).
 
 Batches: the examples of epoch e in the order np.random.default_rng([seed, e]).permutation(n),
 cut into per_device_train_batch_size; the permutation depends on (seed, epoch) only, so a
@@ -32,16 +40,17 @@ import warnings
 
 import numpy as np
 
+from npbert import distributed as dist
 from npbert import optim
+from npbert.io import read_safetensors
 
 from . import checkpoint as ckpt
 from . import runs
 from .checkpointing import Checkpointing
-from .data_parallel import DataParallel, SilentProgress, world_of_trainer
 from .arguments import TrainingArguments
 from .collators import default_data_collator
 from .evaluation import Evaluation
-from .progress import ProgressLine
+from .progress import ProgressLine, SilentProgress
 from .signals import StopOnSignal
 from .state import TrainerState, TrainOutput
 
@@ -75,9 +84,8 @@ class Trainer(Evaluation, Checkpointing):
         # is replaced by the path); the CLI sets it, a library user gets the Python call
         self.resume_command = None
         self._stop, self._last_saved, self._resumed_from = None, None, None
-        # under mpiexec / srun: N ranks, each a share of every batch (data_parallel.py); else one process
-        self.world = world_of_trainer()
-        self._dp = DataParallel(self.world) if self.world.world_size > 1 else None
+        # under mpiexec / srun: N ranks, each a share of every batch; else one process (SingleProcess)
+        self.world = dist.init()
 
     # ---- optimizer and schedule -------------------------------------------------------------
     def create_optimizer_and_scheduler(self, num_training_steps):
@@ -132,24 +140,23 @@ class Trainer(Evaluation, Checkpointing):
         return batch
 
     def _epoch_batches(self, epoch, n):
-        bs = self.args.per_device_train_batch_size * self.world.world_size     # a micro-step of every rank
-        order = np.random.default_rng([self.args.seed, epoch]).permutation(n)
-        count = n // bs if self.args.dataloader_drop_last else -(-n // bs)
-        return [order[i * bs:(i + 1) * bs] for i in range(count)]
+        """Epoch `epoch`'s global batches, one per optimizer step (arrays of dataset indices): the
+        permutation np.random.default_rng([seed, epoch]) of the n examples cut into batches of
+        world_size x per_device_train_batch_size x gradient_accumulation_steps
+        (npbert.distributed.global_batches), so a resumed run finds its place by counting."""
+        a = self.args
+        return dist.global_batches(n, a.per_device_train_batch_size, self.world.world_size,
+                                   a.gradient_accumulation_steps, a.seed, epoch, a.dataloader_drop_last)
 
     def _plan(self):
+        """(examples, updates per epoch, total updates, epochs); every rank checks it holds the same."""
         a = self.args
         if self.train_dataset is None:
             raise ValueError("Trainer.train() needs a train_dataset")
         n = len(self.train_dataset)
-        if self._dp is not None:
-            self._dp.check_plan(self, n)
-        bs = a.per_device_train_batch_size * self.world.world_size
-        batches = n // bs if a.dataloader_drop_last else -(-n // bs)
-        if batches == 0:
-            raise ValueError(f"the train dataset has {n} examples: not one batch of {bs}"
-                             f"{' (dataloader_drop_last)' if a.dataloader_drop_last else ''}")
-        updates_per_epoch = max(-(-batches // a.gradient_accumulation_steps), 1)
+        plan = dist.plan_training(n, a.per_device_train_batch_size, a.gradient_accumulation_steps, self.world,
+                                  drop_last=a.dataloader_drop_last)
+        updates_per_epoch = plan["updates_per_epoch"]
         if a.max_steps > 0:
             total, epochs = a.max_steps, math.ceil(a.max_steps / updates_per_epoch)
         else:
@@ -185,13 +192,9 @@ class Trainer(Evaluation, Checkpointing):
                                   logging_steps=a.steps(a.logging_steps, total), eval_steps=a.steps(a.eval_steps, total),
                                   save_steps=a.steps(a.save_steps, total))
         self._patience = 0
-        if self._dp is not None:
-            self._dp.start(self)
+        dist.broadcast_parameters(model, self.world)          # every rank starts from rank 0's weights
         if resume_from_checkpoint:
-            if self._dp is None:
-                self._resume(resume_from_checkpoint, total)
-            else:
-                self._dp.resume(self, resume_from_checkpoint, total)     # rank 0 reads, broadcasts
+            self._resume_on_every_rank(resume_from_checkpoint, total)    # rank 0 reads, every rank gets it
         st = self.state
         start_step = st.global_step
         self.progress = (ProgressLine(total, start_step, every=st.logging_steps) if self.world.is_main_process
@@ -206,8 +209,7 @@ class Trainer(Evaluation, Checkpointing):
             batches = self._epoch_batches(epoch, n)
             first = start_step - epoch * updates_per_epoch if epoch == start_step // updates_per_epoch else 0
             for u in range(first, updates_per_epoch):
-                micro = batches[u * a.gradient_accumulation_steps:(u + 1) * a.gradient_accumulation_steps]
-                loss, norm = self._update(micro, epoch) if self._dp is None else self._dp.update(self, micro, epoch)
+                loss, norm = self._update(batches[u], epoch)
                 st.global_step += 1
                 st.epoch = epoch + (u + 1) / updates_per_epoch
                 loss_since_log += loss
@@ -231,8 +233,7 @@ class Trainer(Evaluation, Checkpointing):
                 saved = self._due(a.save_strategy, st.save_steps, epoch_end)
                 if saved:
                     self._save_checkpoint(is_best)
-                if self._stop is not None and (self._stop.requested if self._dp is None
-                                               else self._dp.stop_requested(self._stop)):
+                if self._stop is not None and self._stop_requested():
                     self._stop_after_step(saved)
                 if st.global_step >= total:
                     stop = True
@@ -242,12 +243,9 @@ class Trainer(Evaluation, Checkpointing):
         runtime = time.perf_counter() - t0
         done = st.global_step - start_step
         if a.load_best_model_at_end and st.best_model_checkpoint:
-            if self._dp is not None:
-                self._dp.load_best(self, st.best_model_checkpoint)
-            else:
-                from npbert.io import read_safetensors
-                ckpt.verify_checkpoint(st.best_model_checkpoint)
-                model.load_state_dict(read_safetensors(os.path.join(st.best_model_checkpoint, "model.safetensors")))
+            self.world.run_on_main(self._load_best, st.best_model_checkpoint,
+                                   what=f"loading the best model from {st.best_model_checkpoint}")
+            dist.broadcast_parameters(model, self.world)
             self.progress.message(f"loaded the best model ({a.metric_for_best_model} = {st.best_metric:.4g}) from "
                                   f"{st.best_model_checkpoint}")
         train_loss = train_loss_sum / max(done, 1)
@@ -273,41 +271,61 @@ class Trainer(Evaluation, Checkpointing):
     def _due(self, strategy, every, epoch_end):
         return strategy == "steps" and self.state.global_step % every == 0 or strategy == "epoch" and epoch_end
 
-    def _update(self, micro, epoch):
-        """One optimizer step over the micro-batches `micro` (lists of example indices)."""
-        a, model = self.args, self.model
-        grads, loss_total = None, 0.0
-        for idx in micro:
-            batch = self._collate(self.train_dataset, idx, "train")
-            out = model(**batch)
-            loss = out.get("loss")
-            if loss is None:
-                raise KeyError(f"{type(model).__name__} computed no loss for train examples {idx.tolist()[:8]}...: "
-                               f"the examples need the label field(s) {self.label_names}")
-            loss = float(loss)
-            if math.isnan(loss) and self._nothing_to_predict(batch):
-                # every MLM label is -100 (possible with 15 % masking of a few short texts): the
-                # mean over no positions is nan, its gradient 0.  Counted as 0, with a warning.
-                warnings.warn(f"train examples {idx.tolist()[:8]}: no position to predict (all labels -100); "
-                              "this batch adds nothing to the MLM loss", stacklevel=2)
-                loss = 0.0
-                if not self._has_other_loss(batch):
+    def _update(self, global_batch, epoch):
+        """One optimizer step over `global_batch` (dataset indices: its micro-batches of every
+        rank); returns (the loss of the global batch, the gradient norm), the same on every rank.
+
+        Each micro-batch is collated whole on every rank (a collator that draws random numbers,
+        dynamic masking, then stays in step on every rank) and each rank keeps its rows; its
+        dropout masks are keyed by their rows in the micro-batch (model.batch_offset), so N ranks
+        compute what one process computes."""
+        a, model, world = self.args, self.model, self.world
+        step = self.state.global_step + 1
+        shares = dist.shard_global_batch(global_batch, a.per_device_train_batch_size, world.world_size, world.rank)
+        n_micro = len(shares)
+        grads, loss = None, 0.0
+        with world.guard(f"step {step}"):               # a rank that raises stops every rank
+            for s in shares:
+                full = self._collate(self.train_dataset, s.micro, "train")
+                try:
+                    totals = dist.count_loss_items(model, full)   # each loss term's items, over every rank
+                except KeyError as e:
+                    raise KeyError(f"{type(model).__name__} cannot compute its loss on train examples "
+                                   f"{s.micro.tolist()[:8]}: the examples need the label field(s) "
+                                   f"{self.label_names} ({e.args[0]})") from None
+                empty = [c for c, n in totals.items() if n == 0]
+                if empty and world.is_main_process:
+                    warnings.warn(f"train examples {s.micro.tolist()[:8]}: no item for the loss term(s) {empty} "
+                                  "(every label -100); this batch adds nothing to them", stacklevel=2)
+                if len(empty) == len(totals) or len(s.indices) == 0:
+                    if model.training:
+                        model.state.rng.bit_generator.random_raw()     # the step seed its forward would draw
                     continue
-            if not math.isfinite(loss):
-                raise FloatingPointError(
-                    f"the loss is {loss} at step {self.state.global_step + 1} (epoch {epoch}, train examples "
-                    f"{idx.tolist()[:8]}{'...' if len(idx) > 8 else ''}): training stopped; "
-                    f"{ckpt.describe_last_checkpoint(a.output_dir)}. Lower the learning rate or check the inputs.")
-            g = model.backward(loss=1.0 / len(micro))         # d (loss / n_micro) / d params
-            if math.isnan(float(out["loss"])):       # the nan MLM part: its gradient is 0, the NSP part counts
-                loss = 0.0
-            if grads is None:
-                grads = g
-            else:
-                for k, v in g.items():
-                    grads[k] += v
-            loss_total += loss / len(micro)
-        return loss_total, self._optimizer_step(grads)
+                # one process averages its micro-batches' means, 1 / n_micro each: a term's N_c x n_micro
+                scaled = {c: n * n_micro for c, n in totals.items()}
+                batch = dist.batch_rows(full, s.offset, s.offset + len(s.indices))
+                local = dist.count_loss_items(model, batch)
+                with model.batch_offset(s.offset):
+                    out = model(**batch)
+                if out.get("loss") is None:
+                    raise KeyError(f"{type(model).__name__} computed no loss for train examples "
+                                   f"{s.indices.tolist()[:8]}: the examples need the label field(s) {self.label_names}")
+                part = dist.loss_share(model, out, batch, scaled, local=local)
+                if not math.isfinite(part):
+                    where = f" on rank {world.rank}" if world.world_size > 1 else ""
+                    raise FloatingPointError(
+                        f"the loss is {float(out['loss'])} at step {step} (epoch {epoch}, train examples "
+                        f"{s.indices.tolist()[:8]}{'...' if len(s.indices) > 8 else ''}{where}): training stopped; "
+                        f"{ckpt.describe_last_checkpoint(a.output_dir)}. Lower the learning rate or check the inputs.")
+                g = dist.backward_global_mean(model, out, batch, scaled, local=local)
+                if grads is None:
+                    grads = g
+                else:
+                    for k, v in g.items():
+                        grads[k] += v
+                loss += part
+        grads = dist.allreduce_gradients(grads, model, world)     # the sum over the ranks, in place
+        return world.all_sum(loss), self._optimizer_step(grads)
 
     def _optimizer_step(self, grads):
         """Clip (the global norm, returned; None when not clipped), step the optimizer and the schedule."""
@@ -322,12 +340,3 @@ class Trainer(Evaluation, Checkpointing):
         self.optimizer.step(grads)
         self.lr_scheduler.step()
         return norm
-
-    @staticmethod
-    def _nothing_to_predict(batch):
-        labels = batch.get("labels")
-        return labels is not None and np.ndim(labels) == 2 and bool(np.all(np.asarray(labels) == -100))
-
-    @staticmethod
-    def _has_other_loss(batch):
-        return batch.get("next_sentence_label") is not None

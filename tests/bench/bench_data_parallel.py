@@ -135,10 +135,7 @@ def trainer_worker(spec_name, steps):
             step_ms.append((time.perf_counter() - t0) * 1e3)
             return result
         return run
-    if trainer._dp is not None:
-        trainer._dp.update = timed(trainer._dp.update)
-    else:
-        trainer._update = timed(trainer._update)
+    trainer._update = timed(trainer._update)
     trainer.train()
     if world.is_main_process:
         shutil.rmtree(out, ignore_errors=True)

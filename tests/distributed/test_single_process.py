@@ -133,17 +133,19 @@ def test_split_evenly_and_shares():
 
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_one_rank_makes_the_trainers_batches(drop_last):
-    """With W = 1 the global batches cut into micro-steps are the one-process Trainer's
-    micro-batches, update by update, and plan_training counts its updates."""
+    """With W = 1 the Trainer's global batches, cut into micro-steps, are the epoch permutation
+    cut into batches of P, A of them per update (the last update shorter; drop_last leaves out
+    the incomplete batch), and plan_training counts its updates."""
     n, P, A, seed = 23, 3, 3, 5                                       # 8 batches (7 full) -> 3 updates
     args = TrainingArguments("unused", per_device_train_batch_size=P, gradient_accumulation_steps=A, seed=seed,
                              dataloader_drop_last=drop_last)
     trainer = Trainer(h.build_model("classification"), args, train_dataset=[{}] * n)
     for epoch in range(2):
-        batches = trainer._epoch_batches(epoch, n)
+        order = np.random.default_rng([seed, epoch]).permutation(n)
+        cut = n // P * P if drop_last else n
+        batches = [order[i:min(i + P, cut)] for i in range(0, cut, P)]
         updates = [batches[u:u + A] for u in range(0, len(batches), A)]
-        ours = [[s.indices for s in dist.shard_global_batch(g, P, 1, 0)]
-                for g in dist.global_batches(n, P, 1, A, seed, epoch, drop_last)]
+        ours = [[s.indices for s in dist.shard_global_batch(g, P, 1, 0)] for g in trainer._epoch_batches(epoch, n)]
         assert len(ours) == len(updates) == trainer._plan()[1]
         for mine, theirs in zip(ours, updates):
             assert [m.tolist() for m in mine] == [t.tolist() for t in theirs]

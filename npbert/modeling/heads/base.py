@@ -1,18 +1,20 @@
-"""What every task head shares: the tied decoder weight's gradient, label checks, the upstream
-gradient of the loss, and `_BertHeadModel` (the `bert` forward call and its backward).
+"""What npbert's task heads share: the tied decoder weight's gradient, label checks, the upstream
+gradient of the loss, and `_BertHeadModel` (the `bert` forward call and its backward, with the
+fast path's [CLS]-row shortcut).  A head of your own subclasses BertPreTrainedModel instead
+(docs/custom_heads.md): nothing here is needed for it.
 
     B = batch, T = sequence length, H = hidden size, V = vocab size
 """
 import numpy as np
 
 from ..bert import _upstream
+from ..loss_terms import IGNORE_INDEX  # noqa: F401  (the heads' ignore index, public here too)
 from ..pretrained import BertPreTrainedModel
 
 WORD_EMBEDDINGS = "bert.embeddings.word_embeddings.weight"
 DECODER_WEIGHT = "cls.predictions.decoder.weight"
 DECODER_BIAS = "cls.predictions.decoder.bias"
 PREDICTIONS_BIAS = "cls.predictions.bias"
-IGNORE_INDEX = -100     # torch's CrossEntropyLoss default: labels equal to it do not count
 
 
 # ---- the tied decoder weight ------------------------------------------------------------
@@ -44,7 +46,10 @@ def _class_labels(name, labels, shape):
 
 def _loss_upstream(model, cache, loss, others):
     """The upstream gradient of the loss: 1 when backward() is given nothing, `loss` when given,
-    0 when only other outputs' gradients are given."""
+    0 when only other outputs' gradients are given.  A dict {term: scale} (model.backward's
+    loss_scales, for a head of several terms) is passed on as it is (loss_terms.term_scale)."""
+    if isinstance(loss, dict):
+        return loss
     if loss is None and all(v is None for v in others):
         if cache["loss"] is None:
             raise RuntimeError(
@@ -76,7 +81,6 @@ class _BertHeadModel(BertPreTrainedModel):
 
     def _bert_forward(self, input_ids, attention_mask, token_type_ids, position_ids, head_mask,
                       inputs_embeds, output_hidden_states, output_attentions):
-        self.state.new_step()               # in training: this forward's dropout seed (modeling/module.py)
         # A head that reads only the pooled output reads row 0 of the last hidden state: the fast
         # path's last layer may then compute that row alone (npbert/modeling/fast.py, FastBertEncoder).
         self.state.read_rows = (0, 1) if self._reads_pooled_only else None

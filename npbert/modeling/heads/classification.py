@@ -6,6 +6,7 @@ BertForMultipleChoice, each dropout + `classifier` on BERT's output, with its lo
 import numpy as np
 
 from ..bert import BertModel
+from ..loss_terms import LossTerm, batch_labels, counted
 from ..module import ops_for_path
 from ..nn import Dropout, Linear
 from ..outputs import MultipleChoiceModelOutput, SequenceClassifierOutput, TokenClassifierOutput
@@ -39,16 +40,34 @@ class BertForSequenceClassification(_BertHeadModel):
         self.classifier = Linear(self.state, "classifier.", config.hidden_size, config.num_labels)
         self.post_init()
 
+    def _inferred_problem_type(self, labels):
+        """transformers' inference of the problem type from the labels, when the config has none."""
+        if self.config.problem_type is not None:
+            return self.config.problem_type
+        if self.num_labels == 1:
+            return "regression"
+        if self.num_labels > 1 and labels.dtype in (np.int64, np.int32):
+            return "single_label_classification"
+        return "multi_label_classification"
+
     def _problem_type(self, labels):
         """transformers' inference, kept in the config as transformers keeps it."""
-        if self.config.problem_type is None:
-            if self.num_labels == 1:
-                self.config.problem_type = "regression"
-            elif self.num_labels > 1 and labels.dtype in (np.int64, np.int32):
-                self.config.problem_type = "single_label_classification"
-            else:
-                self.config.problem_type = "multi_label_classification"
+        self.config.problem_type = self._inferred_problem_type(labels)
         return self.config.problem_type
+
+    def loss_terms(self, batch):
+        """Single label: a mean over the examples whose label is not -100; regression (MSE) and
+        multi-label (BCE): a mean over every label value."""
+        labels = batch_labels(self, batch, "labels")
+        kind = self._inferred_problem_type(labels)
+        if kind == "single_label_classification":
+            return [LossTerm("classification", 1.0, counted(labels))]
+        return [LossTerm("regression" if kind == "regression" else "multi_label", 1.0, int(labels.size))]
+
+    def regroup_kind(self, labels):
+        problem = self._inferred_problem_type(labels)
+        return {"single_label_classification": "class", "regression": "example",
+                "multi_label_classification": "example"}.get(problem, f"problem_type {problem!r}")
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, output_hidden_states=False, output_attentions=False, labels=None):
@@ -124,6 +143,13 @@ class BertForTokenClassification(_BertHeadModel):
     positions whose label is not -100."""
 
     _fresh_prefixes = BertPreTrainedModel._fresh_prefixes + ("classifier.",)
+    attribution_targets = {"token_class": "logits"}
+
+    def loss_terms(self, batch):
+        return [LossTerm("classification", 1.0, counted(batch_labels(self, batch, "labels")))]
+
+    def regroup_kind(self, labels):
+        return "token"
 
     def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
@@ -172,6 +198,16 @@ class BertForMultipleChoice(_BertHeadModel):
     `inputs_embeds_grad` is (B, C, T, H)."""
 
     _fresh_prefixes = BertPreTrainedModel._fresh_prefixes + ("classifier.",)
+    attribution_targets = None
+    attribution_refusal = ("npbert.interpret does not handle BertForMultipleChoice (inputs (B, C, T)): explain one "
+                           "choice at a time with the BertModel inside it, model.bert")
+
+    def loss_terms(self, batch):
+        return [LossTerm("classification", 1.0, counted(batch_labels(self, batch, "labels")))]
+
+    def regroup_kind(self, labels):
+        return ("BertForMultipleChoice: its loss is not a mean of per-example terms that cutting the padding "
+                "leaves unchanged")
 
     _reads_pooled_only = True
 

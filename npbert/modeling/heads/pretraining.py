@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from ..bert import BertModel
+from ..loss_terms import LossTerm, batch_labels, counted, term_scale
 from ..module import ops_for_path
 from ..outputs import (BertForPreTrainingOutput, CausalLMOutputWithCrossAttentions, MaskedLMOutput,
                        NextSentencePredictorOutput)
@@ -26,6 +27,15 @@ class BertForPreTraining(_BertHeadModel):
     _tied_aliases = {DECODER_WEIGHT: WORD_EMBEDDINGS, DECODER_BIAS: PREDICTIONS_BIAS}
     _loss_needs = "it needs both labels= and next_sentence_label="
     _main_output = "prediction_logits"
+    attribution_targets = {"class": "seq_relationship_logits", "token": "prediction_logits"}
+
+    def loss_terms(self, batch):
+        """masked_lm: a mean over the labelled positions; next_sentence: over the labelled pairs."""
+        return [LossTerm("masked_lm", 1.0, counted(batch_labels(self, batch, "labels"))),
+                LossTerm("next_sentence", 1.0, counted(batch_labels(self, batch, "next_sentence_label")))]
+
+    def regroup_kind(self, labels):
+        return "BertForPreTraining: its loss has two terms, each a mean over its own items"
 
     def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
@@ -54,7 +64,7 @@ class BertForPreTraining(_BertHeadModel):
             sequence_output = sequence_output.reshape(B * T, H)[gathered][None]                 # (1, M, H)
             labels = labels.reshape(-1)[gathered][None]                                         # (1, M)
         prediction_scores, seq_relationship_score, cls_cache = self.cls.forward(sequence_output, pooled_output)
-        total_loss, loss_cache = None, None
+        total_loss, loss_cache, loss_means = None, None, None
         if labels is not None and next_sentence_label is not None:
             B, T, V = prediction_scores.shape
             labels = _class_labels("labels", labels, (B, T))
@@ -64,10 +74,11 @@ class BertForPreTraining(_BertHeadModel):
             next_sentence_loss, nsp_cache = F.cross_entropy_forward(seq_relationship_score, next_sentence_label)
             total_loss = masked_lm_loss + next_sentence_loss
             loss_cache = (mlm_cache, nsp_cache)
+            loss_means = {"masked_lm": masked_lm_loss, "next_sentence": next_sentence_loss}
         output = BertForPreTrainingOutput(loss=total_loss, prediction_logits=prediction_scores,
                                           seq_relationship_logits=seq_relationship_score,
                                           hidden_states=outputs.hidden_states, attentions=outputs.attentions)
-        cache = {"bert": bert_cache, "cls": cls_cache, "loss": loss_cache,
+        cache = {"bert": bert_cache, "cls": cls_cache, "loss": loss_cache, "loss_means": loss_means,
                  "shapes": (prediction_scores.shape, seq_relationship_score.shape),
                  "gathered": None if gathered is None else (gathered, outputs.last_hidden_state.shape)}
         return output, cache
@@ -82,9 +93,9 @@ class BertForPreTraining(_BertHeadModel):
         dseq_relationship = _grad_or_zeros("seq_relationship_logits", seq_relationship_logits, nsp_shape, dtype)
         if dloss is not None:
             mlm_cache, nsp_cache = cache["loss"]
-            # total_loss = masked_lm_loss + next_sentence_loss: each gets dloss
-            dprediction += F.cross_entropy_backward(dloss, mlm_cache)
-            dseq_relationship += F.cross_entropy_backward(dloss, nsp_cache)
+            # total_loss = masked_lm_loss + next_sentence_loss: each gets dloss (or its own scale)
+            dprediction += F.cross_entropy_backward(term_scale(dloss, "masked_lm"), mlm_cache)
+            dseq_relationship += F.cross_entropy_backward(term_scale(dloss, "next_sentence"), nsp_cache)
         dsequence, dpooled, grads = self.cls.backward(dprediction, dseq_relationship, cache["cls"])
         if cache["gathered"] is not None:                  # scatter the M rows back to their (B, T) positions
             gathered, shape = cache["gathered"]
@@ -103,6 +114,13 @@ class BertForMaskedLM(_BertHeadModel):
 
     _fresh_prefixes = BertPreTrainedModel._fresh_prefixes + ("cls.",)
     _tied_aliases = {DECODER_WEIGHT: WORD_EMBEDDINGS, DECODER_BIAS: PREDICTIONS_BIAS}
+    attribution_targets = {"token": "logits"}
+
+    def loss_terms(self, batch):
+        return [LossTerm("masked_lm", 1.0, counted(batch_labels(self, batch, "labels")))]
+
+    def regroup_kind(self, labels):
+        return "token"
 
     def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
         if config.is_decoder:
@@ -152,6 +170,15 @@ class BertLMHeadModel(_BertHeadModel):
 
     _fresh_prefixes = BertPreTrainedModel._fresh_prefixes + ("cls.",)
     _tied_aliases = {DECODER_WEIGHT: WORD_EMBEDDINGS, DECODER_BIAS: PREDICTIONS_BIAS}
+    attribution_targets = {"token": "logits"}
+
+    def loss_terms(self, batch):
+        """A mean over the positions whose next token is labelled (labels[:, 1:] != -100)."""
+        return [LossTerm("causal_lm", 1.0, counted(batch_labels(self, batch, "labels")[:, 1:]))]
+
+    def regroup_kind(self, labels):
+        return ("BertLMHeadModel: its loss is not a mean of per-example terms that cutting the padding "
+                "leaves unchanged")
 
     def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
         if not config.is_decoder:
@@ -187,6 +214,12 @@ class BertForNextSentencePrediction(_BertHeadModel):
     """NSP: pooled [CLS] -> cls.seq_relationship -> logits (B, 2); loss = cross-entropy on labels (B,)."""
 
     _fresh_prefixes = BertPreTrainedModel._fresh_prefixes + ("cls.",)
+
+    def loss_terms(self, batch):
+        return [LossTerm("next_sentence", 1.0, counted(batch_labels(self, batch, "labels")))]
+
+    def regroup_kind(self, labels):
+        return "class"
 
     _reads_pooled_only = True
 

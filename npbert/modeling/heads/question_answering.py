@@ -5,6 +5,7 @@
 import numpy as np
 
 from ..bert import BertModel
+from ..loss_terms import LossTerm, batch_labels, term_scale
 from ..module import ops_for_path
 from ..nn import Linear
 from ..outputs import QuestionAnsweringModelOutput
@@ -21,6 +22,19 @@ class BertForQuestionAnswering(_BertHeadModel):
     _fresh_prefixes = BertPreTrainedModel._fresh_prefixes + ("qa_outputs.",)
     _loss_needs = "it needs both start_positions= and end_positions="
     _main_output = "start_logits"
+    attribution_targets = {"span": None}      # ("start" | "end", position): start_logits or end_logits
+
+    def loss_terms(self, batch):
+        """start and end, weight 1/2 each: means over the examples whose position is inside the
+        window (positions are clamped to [0, T], and T is ignored)."""
+        T = np.shape(batch.get("input_ids") if batch.get("input_ids") is not None else batch["inputs_embeds"])[1]
+        return [LossTerm(side, 0.5, int(np.count_nonzero(
+                    np.clip(batch_labels(self, batch, f"{side}_positions").reshape(-1).astype(np.int64), 0, T) != T)))
+                for side in ("start", "end")]
+
+    def regroup_kind(self, labels):
+        return ("BertForQuestionAnswering: its softmax covers the padded positions, so the padding is part of "
+                "the loss")
 
     def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
@@ -55,7 +69,7 @@ class BertForQuestionAnswering(_BertHeadModel):
                                           self.p("qa_outputs.bias"))                                # (B, T, 2)
         start_logits = np.ascontiguousarray(logits[..., 0])                                         # (B, T)
         end_logits = np.ascontiguousarray(logits[..., 1])                                           # (B, T)
-        total_loss, loss_cache = None, None
+        total_loss, loss_cache, loss_means = None, None, None
         if start_positions is not None and end_positions is not None:
             B, T = start_logits.shape
             ignored_index = T       # positions outside the window are clamped to T and ignored
@@ -65,9 +79,11 @@ class BertForQuestionAnswering(_BertHeadModel):
             end_loss, end_cache = F.cross_entropy_forward(end_logits, end_positions, ignore_index=ignored_index)
             total_loss = (start_loss + end_loss) / start_logits.dtype.type(2)
             loss_cache = (start_cache, end_cache)
+            loss_means = {"start": start_loss, "end": end_loss}
         output = QuestionAnsweringModelOutput(loss=total_loss, start_logits=start_logits, end_logits=end_logits,
                                               hidden_states=outputs.hidden_states, attentions=outputs.attentions)
-        return output, {"bert": bert_cache, "qa": qa_cache, "loss": loss_cache, "shape": start_logits.shape}
+        return output, {"bert": bert_cache, "qa": qa_cache, "loss": loss_cache, "loss_means": loss_means,
+                        "shape": start_logits.shape}
 
     def _backward(self, cache, loss=None, start_logits=None, end_logits=None, hidden_states=None, attentions=None):
         F = ops_for_path()
@@ -77,9 +93,9 @@ class BertForQuestionAnswering(_BertHeadModel):
         dend = _grad_or_zeros("end_logits", end_logits, cache["shape"], dtype)                      # (B, T)
         if dloss is not None:
             start_cache, end_cache = cache["loss"]
-            # total_loss = (start_loss + end_loss) / 2
-            dstart += F.cross_entropy_backward(dloss / 2, start_cache)
-            dend += F.cross_entropy_backward(dloss / 2, end_cache)
+            # total_loss = (start_loss + end_loss) / 2 (each term's scale its own with loss_scales)
+            dstart += F.cross_entropy_backward(term_scale(dloss, "start") / 2, start_cache)
+            dend += F.cross_entropy_backward(term_scale(dloss, "end") / 2, end_cache)
         dlogits = np.stack([dstart, dend], axis=-1)                                                 # (B, T, 2)
         dsequence, g = self.linear_backward("qa_outputs", dlogits, cache["qa"])                      # (B, T, H)
         return self._bert_backward(cache["bert"], g, hidden_states, attentions,
