@@ -122,9 +122,7 @@ def allreduce_gradients(grads, model, world, bucket_bytes=DEFAULT_BUCKET_BYTES):
 
     The buckets are planned on the first call for a model (and again if its trainable
     parameters change) and checked to be the same on every rank; then each step costs one
-    Allreduce per bucket.  On one process the dict is returned as it is (zeros for None)."""
-    if world.world_size == 1:
-        return grads if grads is not None else GradientBuckets.for_model(model, bucket_bytes).zeros()
+    Allreduce per bucket.  On one process the dict is checked and returned as it is."""
     key = (id(model), bucket_bytes, tuple((n, _array(p).shape, _array(p).dtype.str)
                                            for n, p in model.named_parameters() if model.is_trainable(n)))
     cache = world.gradient_buckets

@@ -176,9 +176,10 @@ def test_plan_training_on_one_process():
     assert dist.plan_training(10, 2, 3, w) == {"global_batch_size": 6, "updates_per_epoch": 2}
     assert dist.plan_training(10, 2, 3, w, drop_last=True)["updates_per_epoch"] == 2     # 5 micro-steps: 3 + 2
     assert dist.plan_training(11, 2, 3, w, drop_last=True)["updates_per_epoch"] == 2
-    with pytest.raises(dist.DistributedError, match="not one micro-step of 2"):
+    # one process: the Trainer's words (batches, not ranks and micro-steps)
+    with pytest.raises(ValueError, match=r"has 1 examples: not one batch of 2 \(dataloader_drop_last\)"):
         dist.plan_training(1, 2, 3, w, drop_last=True)
-    with pytest.raises(dist.DistributedError, match="fewer than the 1 ranks"):
+    with pytest.raises(ValueError, match="has 0 examples: not one batch of 2$"):
         dist.plan_training(0, 2, 3, w)
 
 
