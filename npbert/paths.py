@@ -1,8 +1,12 @@
 """Which implementation npbert runs: the plain reference path or the fast path.
 
     npbert.get_path()               -> "fast" (the default) or "reference"
-    npbert.set_path("reference")    every module, op and the tokenizer run their plain code
+    npbert.set_path("reference")    models built from now on, the tokenizer and the optimizers
+                                    run their plain code
     NPBERT_PATH=reference           the same, read from the environment on first use
+    model.set_path("reference")     switches a model built before (its path is fixed when it is
+                                    built, as transformers' attn_implementation; a model called
+                                    while another path is on runs its own, with a PathWarning)
 
 The reference path is the code a reader follows beside transformers' `modeling_bert.py` and
 Google's scripts: each op as its formula, each module as transformers' class.  The fast path
@@ -14,6 +18,10 @@ import contextlib
 import os
 
 PATHS = ("fast", "reference")
+
+
+class PathWarning(UserWarning):
+    """A model built on one path was called while the other path is on (it runs its own)."""
 
 _path = None            # None: NPBERT_PATH not read yet
 

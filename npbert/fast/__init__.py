@@ -5,7 +5,7 @@ in tests/ops/test_fast_equals_reference.py: float64 to round-off (bit-equal wher
 arithmetic is the same), float32 within a few ulp.
 
 This namespace holds every name npbert.ops holds, so a module reads its ops from whichever path
-is on (`F = ops_for_path()`, npbert/modeling/module.py): the fast twin where there is one, the
+is its model's (`ops = self.ops`, npbert/modeling/module.py): the fast twin where there is one, the
 reference op itself where the reference is already as fast as it gets (linear, losses, ...).
 
     twin                                reference                      what is fast

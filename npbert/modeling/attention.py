@@ -15,7 +15,7 @@ default, keeps nothing.
 """
 from npbert.ops.attention import head_mask_grad
 
-from .module import Module, ops_for_path
+from .module import Module
 from .nn import Dropout, LayerNorm, Linear
 
 
@@ -54,11 +54,11 @@ class BertSelfAttention(Module):
         (0 where attended, finfo.min where masked) or None; head_mask: (N,) or None; record: an
         optional dict for the intermediates (see the module's docstring).
         Returns (context (B, F, H), probs (B, N, F, T), cache)."""
-        F = ops_for_path()                   # npbert.ops, or its fast twins npbert.fast (module.py)
+        ops = self.ops
         cache = {}
-        query_layer, cache["query"] = F.linear_forward(hidden_states, self.p("query.weight"), self.p("query.bias"))
-        key_layer, cache["key"] = F.linear_forward(hidden_states, self.p("key.weight"), self.p("key.bias"))
-        value_layer, cache["value"] = F.linear_forward(hidden_states, self.p("value.weight"), self.p("value.bias"))
+        query_layer, cache["query"] = ops.linear_forward(hidden_states, self.p("query.weight"), self.p("query.bias"))
+        key_layer, cache["key"] = ops.linear_forward(hidden_states, self.p("key.weight"), self.p("key.bias"))
+        value_layer, cache["value"] = ops.linear_forward(hidden_states, self.p("value.weight"), self.p("value.bias"))
         query_layer = self.split_heads(query_layer)                                # (B, N, F, D)
         key_layer = self.split_heads(key_layer)                                    # (B, N, T, D)
         value_layer = self.split_heads(value_layer)                                # (B, N, T, D)
@@ -66,8 +66,8 @@ class BertSelfAttention(Module):
         attention_scores = query_layer @ key_layer.transpose(0, 1, 3, 2) * self.scaling   # (B, N, F, T)
         if attention_mask is not None:
             attention_scores = attention_scores + attention_mask                   # finfo.min: exp gives 0
-        attention_probs, cache["softmax"] = F.softmax_forward(attention_scores)    # (B, N, F, T)
-        attention_probs, cache["dropout"] = F.dropout_forward(
+        attention_probs, cache["softmax"] = ops.softmax_forward(attention_scores)    # (B, N, F, T)
+        attention_probs, cache["dropout"] = ops.dropout_forward(
             attention_probs, self.config.attention_probs_dropout_prob, self.dropout_rng(), self.training)
         if head_mask is not None:
             attention_probs = attention_probs * head_mask[None, :, None, None]     # 0 switches a head off
@@ -86,7 +86,7 @@ class BertSelfAttention(Module):
         optional dict that gets "attentions", the gradient of the probabilities as used (B, N, F, T),
         and "head_mask", that of each head's head-mask value (N,).
         Returns (dhidden_states (B, T, H), grads).  Each step undoes one forward line, bottom up."""
-        F = ops_for_path()
+        ops = self.ops
         query_layer, key_layer, value_layer = cache["query_layer"], cache["key_layer"], cache["value_layer"]
         attention_probs, head_mask = cache["attention_probs"], cache["head_mask"]
         dcontext_layer = self.split_heads(dcontext)                                # (B, N, F, D)
@@ -99,14 +99,14 @@ class BertSelfAttention(Module):
             record["attentions"] = dattention_probs
             # in the forward: attention_probs = dropout(softmax(scores)) * head_mask: d/d head_mask[h]
             record["head_mask"] = head_mask_grad(dattention_probs, cache["softmax"], cache["dropout"],
-                                                 F.dropout_backward)               # (N,)
+                                                 ops.dropout_backward)               # (N,)
         # in the forward: attention_probs = attention_probs * head_mask
         if head_mask is not None:
             dattention_probs = dattention_probs * head_mask[None, :, None, None]
         # in the forward: attention_probs = dropout(attention_probs)
-        dattention_probs = F.dropout_backward(dattention_probs, cache["dropout"])
+        dattention_probs = ops.dropout_backward(dattention_probs, cache["dropout"])
         # in the forward: attention_probs = softmax(attention_scores)
-        dattention_scores = F.softmax_backward(dattention_probs, cache["softmax"])   # (B, N, F, T)
+        dattention_scores = ops.softmax_backward(dattention_probs, cache["softmax"])   # (B, N, F, T)
         # in the forward: attention_scores = query_layer @ key_layer^T * scaling + mask (a constant)
         dattention_scores = dattention_scores * self.scaling
         dquery_layer = dattention_scores @ key_layer                               # (B, N, F, D)
@@ -134,22 +134,22 @@ class BertSelfOutput(Module):
         self.dropout = Dropout(state, prefix + "dropout.", self.config.hidden_dropout_prob)
 
     def forward(self, hidden_states, input_tensor):
-        F = ops_for_path()
+        ops = self.ops
         cache = {}
-        hidden_states, cache["dense"] = F.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))
-        hidden_states, cache["dropout"] = F.dropout_forward(hidden_states, self.config.hidden_dropout_prob,
+        hidden_states, cache["dense"] = ops.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))
+        hidden_states, cache["dropout"] = ops.dropout_forward(hidden_states, self.config.hidden_dropout_prob,
                                                             self.dropout_rng(), self.training)
-        hidden_states, cache["ln"] = F.layer_norm_forward(hidden_states + input_tensor, self.p("LayerNorm.weight"),
+        hidden_states, cache["ln"] = ops.layer_norm_forward(hidden_states + input_tensor, self.p("LayerNorm.weight"),
                                                           self.p("LayerNorm.bias"), self.config.layer_norm_eps)
         return hidden_states, cache
 
     def backward(self, dout, cache):
         """Returns (dhidden_states, dinput_tensor, grads).
         In the forward: out = LayerNorm(h + input_tensor): the sum sends dsum to both terms."""
-        F = ops_for_path()
-        dsum, g = F.layer_norm_backward(dout, cache["ln"])                        # (B, T, H)
+        ops = self.ops
+        dsum, g = ops.layer_norm_backward(dout, cache["ln"])                        # (B, T, H)
         grads = self.prefixed("LayerNorm", g)
-        dh = F.dropout_backward(dsum, cache["dropout"])
+        dh = ops.dropout_backward(dsum, cache["dropout"])
         dhidden_states, g = self.linear_backward("dense", dh, cache["dense"])
         grads.update(g)
         return dhidden_states, dsum, grads
@@ -160,8 +160,8 @@ class BertAttention(Module):
 
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
-        self.self = BertSelfAttention(state, prefix + "self.")
-        self.output = BertSelfOutput(state, prefix + "output.")
+        self.self = state.module_class(BertSelfAttention)(state, prefix + "self.")
+        self.output = state.module_class(BertSelfOutput)(state, prefix + "output.")
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None, record=None):
         """(B, T, H) -> ((B, T, H), probs (B, N, T, T), cache)."""

@@ -29,7 +29,7 @@ class BertModel(BertPreTrainedModel):
     def __init__(self, config, add_pooling_layer=True, seed=0, dtype=np.float32, **kwargs):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
         self.embeddings = BertEmbeddings(self.state, self.prefix + "embeddings.")
-        self.encoder = BertEncoder(self.state, self.prefix + "encoder.")
+        self.encoder = self.state.module_class(BertEncoder)(self.state, self.prefix + "encoder.")
         self.pooler = BertPooler(self.state, self.prefix + "pooler.") if add_pooling_layer else None
         self.post_init()
 

@@ -5,7 +5,7 @@
 """
 import numpy as np
 
-from .module import Module, ops_for_path
+from .module import Module
 from .nn import Dropout, Embedding, LayerNorm, as_int_array, check_range
 
 
@@ -82,17 +82,17 @@ class BertEmbeddings(Module):
         """input_ids, token_type_ids, position_ids: (B, T) ints (already checked);
         inputs_embeds: (B, T, H) used instead of the word embeddings when given.
         Returns ((B, T, H) embeddings, cache)."""
-        F = ops_for_path()                   # npbert.ops, or its fast twins npbert.fast (module.py)
+        ops = self.ops
         cache = {}
         if inputs_embeds is None:
-            inputs_embeds, cache["word"] = F.embedding_forward(input_ids, self.p("word_embeddings.weight"))  # (B, T, H)
-        token_type_embeddings, cache["type"] = F.embedding_forward(token_type_ids, self.p("token_type_embeddings.weight"))
+            inputs_embeds, cache["word"] = ops.embedding_forward(input_ids, self.p("word_embeddings.weight"))  # (B, T, H)
+        token_type_embeddings, cache["type"] = ops.embedding_forward(token_type_ids, self.p("token_type_embeddings.weight"))
         embeddings = inputs_embeds + token_type_embeddings                                     # (B, T, H)
-        position_embeddings, cache["pos"] = F.embedding_forward(position_ids, self.p("position_embeddings.weight"))
+        position_embeddings, cache["pos"] = ops.embedding_forward(position_ids, self.p("position_embeddings.weight"))
         embeddings += position_embeddings                                                      # (B, T, H)
-        embeddings, cache["ln"] = F.layer_norm_forward(embeddings, self.p("LayerNorm.weight"),
+        embeddings, cache["ln"] = ops.layer_norm_forward(embeddings, self.p("LayerNorm.weight"),
                                                        self.p("LayerNorm.bias"), self.config.layer_norm_eps)
-        embeddings, cache["drop"] = F.dropout_forward(embeddings, self.config.hidden_dropout_prob,
+        embeddings, cache["drop"] = ops.dropout_forward(embeddings, self.config.hidden_dropout_prob,
                                                       self.dropout_rng(), self.training)
         return embeddings, cache
 
@@ -102,17 +102,17 @@ class BertEmbeddings(Module):
         The three embeddings were summed, so each receives the same gradient `de`.
         The word embedding gradient is absent when the forward was given inputs_embeds.
         """
-        F = ops_for_path()
+        ops = self.ops
         grads = {}
-        de = F.dropout_backward(dout, cache["drop"])
-        de, g = F.layer_norm_backward(de, cache["ln"])
+        de = ops.dropout_backward(dout, cache["drop"])
+        de, g = ops.layer_norm_backward(de, cache["ln"])
         grads.update(self.prefixed("LayerNorm", g))
         # embeddings = inputs_embeds + token_type_embeddings + position_embeddings
         # (a frozen table's scatter-add is skipped: model.freeze)
         if "word" in cache and self.trainable("word_embeddings.weight"):
-            grads[self.prefix + "word_embeddings.weight"] = F.embedding_backward(de, cache["word"], self.config.pad_token_id)
+            grads[self.prefix + "word_embeddings.weight"] = ops.embedding_backward(de, cache["word"], self.config.pad_token_id)
         if self.trainable("position_embeddings.weight"):
-            grads[self.prefix + "position_embeddings.weight"] = F.embedding_backward(de, cache["pos"])
+            grads[self.prefix + "position_embeddings.weight"] = ops.embedding_backward(de, cache["pos"])
         if self.trainable("token_type_embeddings.weight"):
-            grads[self.prefix + "token_type_embeddings.weight"] = F.embedding_backward(de, cache["type"])
+            grads[self.prefix + "token_type_embeddings.weight"] = ops.embedding_backward(de, cache["type"])
         return de, grads

@@ -19,9 +19,9 @@ class BertLayer(Module):
 
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
-        self.attention = BertAttention(state, prefix + "attention.")
-        self.intermediate = BertIntermediate(state, prefix + "intermediate.")
-        self.output = BertOutput(state, prefix + "output.")
+        self.attention = state.module_class(BertAttention)(state, prefix + "attention.")
+        self.intermediate = state.module_class(BertIntermediate)(state, prefix + "intermediate.")
+        self.output = state.module_class(BertOutput)(state, prefix + "output.")
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None, record=None):
         """(B, T, H) -> ((B, T, H), probs (B, N, T, T), cache).  record: an optional dict that gets
@@ -51,7 +51,7 @@ class BertEncoder(Module):
 
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
-        self.layer = ModuleList(state, prefix + "layer.", [BertLayer(state, f"{prefix}layer.{i}.")
+        self.layer = ModuleList(state, prefix + "layer.", [state.module_class(BertLayer)(state, f"{prefix}layer.{i}.")
                                                            for i in range(self.config.num_hidden_layers)])
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None,

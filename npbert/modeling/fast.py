@@ -22,14 +22,14 @@ The attention block's twins are in npbert/modeling/fast_attention.py:
     (all)                   each cache emptied as soon as the backward has read it (as torch
                             frees saved tensors node by node), so a training step's peak is low
 
-`ModelState.use_path` (npbert/modeling/module.py) makes every module an instance of its twin
-when the model is called on the fast path.  The twins take one more argument, `first_row`: the
+A model built on the fast path is made of the twins (`state.module_class(BertSelfAttention)`,
+npbert/modeling/module.py); model.set_path switches it.  The twins take one more argument, `first_row`: the
 global index of the first row they compute, which their dropout masks are keyed by
 (npbert/ops/dropout.py); a half of the batch passes its own.  Measured speed: docs/performance.md.
 """
 import numpy as np
 
-import npbert.fast as F
+import npbert.fast as fast
 from npbert.fast.parallel import parallel_for, side_by_side
 from npbert.ops.affine_rows import AffineRows
 
@@ -47,11 +47,11 @@ class FastBertIntermediate(BertIntermediate):
     """BertIntermediate's numbers: act(dense(hidden_states))."""
 
     def forward(self, hidden_states):
-        act_forward, _ = F.get_activation(self.config.hidden_act)
+        act_forward, _ = fast.get_activation(self.config.hidden_act)
         cache = {}
-        h, cache["dense"] = F.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, I)
+        h, cache["dense"] = fast.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, I)
         if self.config.hidden_act in ("gelu", "gelu_python") and h.dtype == np.float32 and self.state.keep_caches:
-            out, cache["dact"] = F.gelu_forward_with_grad(h, overwrite_x=True)   # (B, T, I) each: d out / d h
+            out, cache["dact"] = fast.gelu_forward_with_grad(h, overwrite_x=True)   # (B, T, I) each: d out / d h
                                                                                  # made now; out in h's memory
         else:
             out, cache["act"] = act_forward(h)                                                            # (B, T, I)
@@ -66,9 +66,9 @@ class FastBertIntermediate(BertIntermediate):
         if "dact" in cache:
             dh = np.multiply(dout, cache["dact"], out=dout if overwrite_dout else None)                  # (B, T, I)
         elif self.config.hidden_act in ("gelu", "gelu_python"):
-            dh = F.gelu_backward(dout, cache["act"], out=dout if overwrite_dout else None)              # (B, T, I)
+            dh = fast.gelu_backward(dout, cache["act"], out=dout if overwrite_dout else None)              # (B, T, I)
         else:
-            dh = F.get_activation(self.config.hidden_act)[1](dout, cache["act"])                        # (B, T, I)
+            dh = fast.get_activation(self.config.hidden_act)[1](dout, cache["act"])                        # (B, T, I)
         dense_cache = cache["dense"]
         _release(self, cache)                    # the activation's (B, T, I) cache goes before the GEMMs
         return self.linear_backward("dense", dh, dense_cache)                     # (B, T, H), grads
@@ -282,7 +282,7 @@ def _rows_of(arrays, a, b):
     return [None if x is None else x[a:b] for x in arrays]
 
 
-# reference class -> fast twin: what ModelState.use_path swaps
+# reference class -> fast twin: what ModelState.module_class builds on the fast path
 FAST_TWINS = {BertSelfAttention: FastBertSelfAttention, BertSelfOutput: FastBertSelfOutput,
               BertOutput: FastBertOutput, BertIntermediate: FastBertIntermediate,
               BertAttention: FastBertAttention, BertLayer: FastBertLayer, BertEncoder: FastBertEncoder}

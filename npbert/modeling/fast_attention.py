@@ -8,7 +8,7 @@ npbert/modeling/fast.py lists every twin.
 """
 import numpy as np
 
-import npbert.fast as F
+import npbert.fast as fast
 from npbert.ops.linear import linear_input_grad, linear_param_grads
 
 from .attention import BertAttention, BertSelfAttention, BertSelfOutput
@@ -79,14 +79,14 @@ class FastBertSelfAttention(BertSelfAttention):
         H = self.config.hidden_size
         qkv_weight, qkv_bias = self.stacked_qkv()                                 # (3H, H), (3H,)
         if path is None:
-            qkv, _ = F.linear_forward(hidden_states, qkv_weight, qkv_bias)        # (B, T, 3H)
+            qkv, _ = fast.linear_forward(hidden_states, qkv_weight, qkv_bias)        # (B, T, 3H)
         else:
             qkv = path.linear(qkv_weight, qkv_bias)                               # (B, T, 3H), B = rows
         q, k, v = qkv[..., :H], qkv[..., H:2 * H], qkv[..., 2 * H:]              # (B, T, H) views
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)   # (B, N, T, D) each
         B, N, T, D = q.shape
         context = np.empty((B, T, N * D), dtype=q.dtype)                          # (B, F, H)
-        _, attention_cache = F.attention_forward(
+        _, attention_cache = fast.attention_forward(
             q, k, v, attention_mask, head_mask, self.config.attention_probs_dropout_prob,
             self.dropout_rng(first_row), self.training, scale=self.scaling,
             out=self.split_heads(context), record=record)                         # written as (B, N, F, D)
@@ -101,14 +101,14 @@ class FastBertSelfAttention(BertSelfAttention):
         H = self.config.hidden_size
         a, b = rows
         qkv_weight, qkv_bias = self.stacked_qkv()                                 # (3H, H), (3H,)
-        kv, _ = F.linear_forward(hidden_states, qkv_weight[H:], qkv_bias[H:])     # (B, T, 2H)
-        q, _ = F.linear_forward(hidden_states[:, a:b], qkv_weight[:H], qkv_bias[:H])   # (B, b - a, H)
+        kv, _ = fast.linear_forward(hidden_states, qkv_weight[H:], qkv_bias[H:])     # (B, T, 2H)
+        q, _ = fast.linear_forward(hidden_states[:, a:b], qkv_weight[:H], qkv_bias[:H])   # (B, b - a, H)
         q, k, v = self.split_heads(q), self.split_heads(kv[..., :H]), self.split_heads(kv[..., H:])
         B, N, R, D = q.shape
         if attention_mask is not None and np.ndim(attention_mask) == 4 and attention_mask.shape[2] > 1:
             attention_mask = attention_mask[:, :, a:b]                            # a decoder's (B, 1, T, T)
         context = np.empty((B, R, N * D), dtype=q.dtype)                          # (B, b - a, H)
-        _, attention_cache = F.attention_forward(
+        _, attention_cache = fast.attention_forward(
             q, k, v, attention_mask, head_mask, self.config.attention_probs_dropout_prob,
             self.dropout_rng(first_row), self.training, scale=self.scaling, out=self.split_heads(context))
         return context, attention_cache["probs"], {"x": hidden_states, "attention": attention_cache, "rows": rows}
@@ -123,7 +123,7 @@ class FastBertSelfAttention(BertSelfAttention):
         B, T, H = dcontext.shape
         dqkv = np.empty((B, T, 3 * H), dtype=dcontext.dtype)                      # [dQ, dK, dV] side by side
         dq, dk, dv = dqkv[..., :H], dqkv[..., H:2 * H], dqkv[..., 2 * H:]        # (B, T, H) views
-        F.attention_backward(self.split_heads(dcontext), cache["attention"], dprobs,
+        fast.attention_backward(self.split_heads(dcontext), cache["attention"], dprobs,
                              out=(self.split_heads(dq), self.split_heads(dk), self.split_heads(dv)),
                              free=self.state.release_caches, record=record)
         _release(self, cache)
@@ -154,7 +154,7 @@ class FastBertSelfAttention(BertSelfAttention):
         T = x.shape[1]
         dq = np.empty((B, R, H), dtype=dcontext.dtype)
         dkv = np.empty((B, T, 2 * H), dtype=dcontext.dtype)                       # [dK, dV] side by side
-        F.attention_backward(self.split_heads(dcontext), cache["attention"], dprobs,
+        fast.attention_backward(self.split_heads(dcontext), cache["attention"], dprobs,
                              out=(self.split_heads(dq), self.split_heads(dkv[..., :H]),
                                   self.split_heads(dkv[..., H:])),
                              free=self.state.release_caches, record=record)
@@ -188,19 +188,19 @@ class FastBertSelfOutput(BertSelfOutput):
 
     def forward(self, hidden_states, input_tensor, first_row=None):
         cache = {}
-        h, cache["dense"] = F.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))
-        h, cache["dropout"] = F.dropout_forward(h, self.config.hidden_dropout_prob, self.dropout_rng(first_row),
+        h, cache["dense"] = fast.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))
+        h, cache["dropout"] = fast.dropout_forward(h, self.config.hidden_dropout_prob, self.dropout_rng(first_row),
                                                 self.training)
         h += input_tensor                       # in place: neither the dense nor the dropout cache holds h
-        h, cache["ln"] = F.layer_norm_forward(h, self.p("LayerNorm.weight"), self.p("LayerNorm.bias"),
+        h, cache["ln"] = fast.layer_norm_forward(h, self.p("LayerNorm.weight"), self.p("LayerNorm.bias"),
                                               self.config.layer_norm_eps, overwrite_x=True)   # xhat in h
         return h, cache
 
     def backward(self, dout, cache):
         ln_grads = self.trainable("LayerNorm.weight") or self.trainable("LayerNorm.bias")
-        dsum, g = F.layer_norm_backward(dout, cache["ln"], param_grads=ln_grads)  # (B, T, H)
+        dsum, g = fast.layer_norm_backward(dout, cache["ln"], param_grads=ln_grads)  # (B, T, H)
         grads = self.prefixed("LayerNorm", g)
-        dh = F.dropout_backward(dsum, cache["dropout"])
+        dh = fast.dropout_backward(dsum, cache["dropout"])
         x, weight, _ = cache["dense"]
         _release(self, cache)
         if self.trainable("dense.weight") or self.trainable("dense.bias"):

@@ -6,7 +6,7 @@ BertIntermediate's fast twin (the GELU backward reading Phi off the forward's ou
 memory of its upstream gradient) is in npbert/modeling/fast.py.
 """
 from .attention import BertSelfOutput
-from .module import Module, ops_for_path
+from .module import Module
 from .nn import Linear, activation
 
 
@@ -19,17 +19,17 @@ class BertIntermediate(Module):
         self.intermediate_act_fn = activation(state, prefix + "intermediate_act_fn.", self.config.hidden_act)
 
     def forward(self, hidden_states):
-        F = ops_for_path()
-        act_forward, _ = F.get_activation(self.config.hidden_act)                 # transformers' ACT2FN[hidden_act]
-        hidden_states, dense_cache = F.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))  # (B, T, I)
+        ops = self.ops
+        act_forward, _ = ops.get_activation(self.config.hidden_act)                 # transformers' ACT2FN[hidden_act]
+        hidden_states, dense_cache = ops.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))  # (B, T, I)
         hidden_states, act_cache = act_forward(hidden_states)                     # (B, T, I)
         return hidden_states, (dense_cache, act_cache)
 
     def backward(self, dout, cache):
         """dout: (B, T, I).  Returns (dhidden_states (B, T, H), grads)."""
-        F = ops_for_path()
+        ops = self.ops
         dense_cache, act_cache = cache
-        _, act_backward = F.get_activation(self.config.hidden_act)
+        _, act_backward = ops.get_activation(self.config.hidden_act)
         dh = act_backward(dout, act_cache)                                        # (B, T, I)
         return self.linear_backward("dense", dh, dense_cache)                     # (B, T, H), grads
 

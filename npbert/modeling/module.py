@@ -11,14 +11,15 @@ is all it takes to change the model.  Every module has
 Modules never keep activations themselves: the caches are returned, and the model that
 ran the forward keeps them until its backward.
 
-Two paths (npbert/paths.py).  A module reads its ops from the path that is on, in one line,
-`F = ops_for_path()`: npbert.ops (the reference ops, each its formula) or npbert.fast (their
-fast twins, the same names and the same numbers).  The modules whose fast version is shaped
-differently (stacked Q/K/V, the encoder's halves side by side, activations freed during the
-backward) have a fast twin class in npbert/modeling/fast.py; `ModelState.use_path` makes every
-module an instance of its twin on the fast path and of its own class on the reference path,
-when the model is called (as transformers picks BertSdpaSelfAttention for BertSelfAttention,
-but at call time).  print(model) shows transformers' names either way.
+Two paths (npbert/paths.py), fixed when the model is built: the path in force then
+(`npbert.set_path`, `using_path`, NPBERT_PATH) is the model's path, `model.set_path(p)` switches
+it.  A module computes with `self.ops`, the model's path's ops: npbert.ops (the reference ops,
+each its formula) or npbert.fast (their fast twins, the same names and the same numbers).  The
+modules whose fast version is shaped differently (stacked Q/K/V, the encoder's halves side by
+side, activations freed during the backward) have a fast twin class in npbert/modeling/fast.py,
+a subclass of the reference class; a model built on the fast path is made of the twins
+(`state.module_class(BertSelfAttention)`), as transformers picks BertSdpaSelfAttention for
+BertSelfAttention by `attn_implementation`.  print(model) shows transformers' names either way.
 
 A frozen parameter (`model.freeze(...)`, as torch's `requires_grad = False`) gets no gradient:
 the backward skips the GEMM or scatter that would compute it (`trainable`, `linear_backward`).
@@ -37,21 +38,17 @@ import npbert.fast
 import npbert.ops
 from npbert.ops.dropout import DropoutKey
 from npbert.ops.linear import linear_input_grad, linear_param_grads
-from npbert.paths import get_path, is_fast
+from npbert.paths import get_path
 
 from .parameter import ParameterDict
-
-
-def ops_for_path():
-    """npbert.fast on the fast path, npbert.ops on the reference path: the same op names."""
-    return npbert.fast if is_fast() else npbert.ops
 
 
 class ModelState:
     """What every module of one model shares: the parameters, train/eval, the dropout step."""
 
-    def __init__(self, config, dtype, rng):
+    def __init__(self, config, dtype, rng, path=None):
         self.config = config
+        self.path = get_path() if path is None else path   # "fast" or "reference": the model's modules and ops
         self.dtype = dtype
         self.params = ParameterDict(self)   # name -> Parameter, in named_parameters() order
         self.arrays = self.params.arrays    # name -> plain ndarray view of the same memory: what the ops get
@@ -62,9 +59,7 @@ class ModelState:
         self.batch_offset = 0    # the global index of this batch's first row (model.batch_offset)
         self.frozen = set()           # names of frozen parameters (model.freeze): no gradient computed
         self.need_inputs_embeds_grad = False   # True: compute model.inputs_embeds_grad even when all below is frozen
-        self.modules = []        # every module of the model, for use_path
         self.twins = {}          # reference class -> fast twin class (npbert/modeling/fast.py)
-        self.path = None         # the path the modules' classes are set for
         # The fast twins' bookkeeping (npbert/modeling/fast.py); the reference path ignores them.
         self.release_caches = False   # set during a backward that may free each cache once used
         self.keep_caches = True       # False in a forward under npbert.no_grad()
@@ -82,7 +77,7 @@ class ModelState:
         config, in training mode as torch's modules are built.  Assigned to an attribute of a
         model's module (`self.regressor = Linear(H, 1)`), the module joins that model's state
         (Module.__setattr__)."""
-        state = cls(None, dtype, np.random.default_rng())
+        state = cls(None, dtype, np.random.default_rng())       # the path in force now
         state.training = True
         return state
 
@@ -103,15 +98,15 @@ class ModelState:
         finally:
             self.batch_offset = before
 
-    def use_path(self, path):
-        """Make every module an instance of its fast twin (path "fast") or of its reference class."""
-        if path == self.path:
-            return
-        reference = {twin: cls for cls, twin in self.twins.items()}
-        for m in self.modules:
-            cls = reference.get(type(m), type(m))
-            m.__class__ = self.twins.get(cls, cls) if path == "fast" else cls
-        self.path = path
+    def module_class(self, cls):
+        """The class a module of `cls` is built as: `cls` itself on the reference path, its fast
+        twin (a subclass with the same numbers, npbert/modeling/fast.py) on the fast path."""
+        return self.twins.get(cls, cls) if self.path == "fast" else cls
+
+    @property
+    def ops(self):
+        """npbert.fast on the fast path, npbert.ops on the reference path: the same op names."""
+        return npbert.fast if self.path == "fast" else npbert.ops
 
 
 class Module:
@@ -120,7 +115,11 @@ class Module:
         self.config = state.config
         self.prefix = prefix
         self._own = {}           # the module's own parameters: local name -> full name in the model's dict
-        state.modules.append(self)
+
+    @property
+    def ops(self):
+        """The ops of the model's path: npbert.ops (reference) or npbert.fast (ModelState.ops)."""
+        return self.state.ops
 
     # ---- a submodule made on its own joins the model it is assigned to, as in torch -----------
     def __setattr__(self, name, value):
@@ -139,7 +138,6 @@ class Module:
         several as a tuple), e.g. `model.bert.pooler(h)` or `layer.attention.self(h)` ->
         (context, probs).  For looking inside a model (masks are additive, as the modules
         receive them); gradients come from the model's backward() after the model's forward."""
-        self.state.use_path(get_path())
         self.state.step_seed = None          # a new step: its first dropout site draws the seed (dropout_rng)
         out = self.forward(*args, **kwargs)[:-1]
         return out[0] if len(out) == 1 else out
@@ -298,7 +296,6 @@ def _adopt(state, prefix, child):
             object.__setattr__(m, "config", m.config if m.config is not None else state.config)
             if hasattr(m, "_is_root"):
                 object.__setattr__(m, "_is_root", False)          # a BertModel inside a head: the head's state
-            state.modules.append(m)
 
 
 class ModuleList(list):

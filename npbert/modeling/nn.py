@@ -22,7 +22,7 @@ from npbert.ops.activations import get_activation
 from npbert.ops.dropout import DropoutKey
 from npbert.ops.linear import linear_input_grad, linear_param_grads
 
-from .module import ModelState, Module, ops_for_path
+from .module import ModelState, Module
 
 
 def _placement(args):
@@ -104,7 +104,7 @@ class Linear(Module):
     def forward(self, x):
         """y = x W^T + b: (..., in) -> ((..., out), cache)."""
         bias = self._own.get("bias")
-        return ops_for_path().linear_forward(np.asarray(x), self.state.arrays[self._own["weight"]],
+        return self.ops.linear_forward(np.asarray(x), self.state.arrays[self._own["weight"]],
                                              None if bias is None else self.state.arrays[bias])
 
     def backward(self, dy, cache):
@@ -149,7 +149,7 @@ class Embedding(Module):
     def forward(self, input_ids):
         ids = as_int_array("input_ids", input_ids)
         check_range("input_ids", ids, self.num_embeddings, f"the rows of {self._own['weight']}")   # torch: IndexError too
-        return ops_for_path().embedding_forward(ids, self.state.arrays[self._own["weight"]])   # (B, T) -> (B, T, H)
+        return self.ops.embedding_forward(ids, self.state.arrays[self._own["weight"]])   # (B, T) -> (B, T, H)
 
     def backward(self, dout, cache):
         """In the forward: out = W[ids].  dout (B, T, H) -> (None: ids have no gradient,
@@ -158,7 +158,7 @@ class Embedding(Module):
         name = self._own["weight"]
         if name in self.state.frozen:
             return None, {}
-        return None, {name: ops_for_path().embedding_backward(dout, cache, self.padding_idx)}
+        return None, {name: self.ops.embedding_backward(dout, cache, self.padding_idx)}
 
     def extra_repr(self):
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
@@ -188,12 +188,12 @@ class LayerNorm(Module):
     def forward(self, x):
         """y = weight * (x - mean) / sqrt(var + eps) + bias over the last axis: ((..., H), cache)."""
         a = self.state.arrays
-        return ops_for_path().layer_norm_forward(np.asarray(x), a[self._own["weight"]], a[self._own["bias"]],
+        return self.ops.layer_norm_forward(np.asarray(x), a[self._own["weight"]], a[self._own["bias"]],
                                                  self.eps)
 
     def backward(self, dy, cache):
         """dy (..., H) -> (dx (..., H), {weight's name: dweight, bias's name: dbias})."""
-        dx, g = ops_for_path().layer_norm_backward(dy, cache)
+        dx, g = self.ops.layer_norm_backward(dy, cache)
         frozen = self.state.frozen
         return dx, {self._own[k]: v for k, v in g.items() if self._own[k] not in frozen}
 
@@ -218,11 +218,11 @@ class Dropout(Module):
             if self.state.step_seed is None:
                 self.state.new_step()
             rng = DropoutKey(self.state.step_seed, self.prefix.rstrip("."), self.state.batch_offset)
-        return ops_for_path().dropout_forward(np.asarray(x), self.p, rng, self.training)
+        return self.ops.dropout_forward(np.asarray(x), self.p, rng, self.training)
 
     def backward(self, dy, cache):
         """dx = dy * keep / (1 - p) (the forward's mask); no parameter: (dx, {})."""
-        return ops_for_path().dropout_backward(dy, cache), {}
+        return self.ops.dropout_backward(dy, cache), {}
 
     def extra_repr(self):
         return f"p={self.p}, inplace=False"
@@ -234,10 +234,10 @@ class _Activation(Module):
     hidden_act = None
 
     def forward(self, x):
-        return ops_for_path().get_activation(self.hidden_act)[0](np.asarray(x))
+        return self.ops.get_activation(self.hidden_act)[0](np.asarray(x))
 
     def backward(self, dy, cache):
-        return ops_for_path().get_activation(self.hidden_act)[1](dy, cache), {}
+        return self.ops.get_activation(self.hidden_act)[1](dy, cache), {}
 
 
 # transformers 5's ACT2FN class for each hidden_act name npbert computes (what print(model) shows)

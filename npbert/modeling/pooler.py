@@ -1,7 +1,7 @@
 """BertPooler: pooled = tanh(dense(hidden_states[:, 0]))      (B, T, H) -> (B, H)"""
 import numpy as np
 
-from .module import Module, ops_for_path
+from .module import Module
 from .nn import Linear, activation
 
 
@@ -12,17 +12,17 @@ class BertPooler(Module):
         self.activation = activation(state, prefix + "activation.", "tanh")      # transformers: nn.Tanh()
 
     def forward(self, hidden_states):
-        F = ops_for_path()
+        ops = self.ops
         first_token_tensor = hidden_states[:, 0]                                  # (B, H), the [CLS] position
-        h, dense_cache = F.linear_forward(first_token_tensor, self.p("dense.weight"), self.p("dense.bias"))
-        pooled, tanh_cache = F.tanh_forward(h)                                    # (B, H)
+        h, dense_cache = ops.linear_forward(first_token_tensor, self.p("dense.weight"), self.p("dense.bias"))
+        pooled, tanh_cache = ops.tanh_forward(h)                                    # (B, H)
         return pooled, (dense_cache, tanh_cache, hidden_states.shape)
 
     def backward(self, dpooled, cache):
         """dpooled: (B, H).  Returns (dhidden_states (B, T, H), zero except at t = 0; grads)."""
-        F = ops_for_path()
+        ops = self.ops
         dense_cache, tanh_cache, shape = cache
-        dh = F.tanh_backward(dpooled, tanh_cache)
+        dh = ops.tanh_backward(dpooled, tanh_cache)
         dfirst, grads = self.linear_backward("dense", dh, dense_cache)            # (B, H)
         dhidden_states = np.zeros(shape, dtype=dfirst.dtype)                      # (B, T, H)
         dhidden_states[:, 0] = dfirst

@@ -18,19 +18,20 @@ parameter's `.grad` (npbert/modeling/parameter.py); `model.zero_grad()` clears t
 import contextlib
 import inspect
 import threading
+import warnings
 from collections import namedtuple
 
 import numpy as np
 
 from npbert.config import BertConfig
-from npbert.paths import get_path
+from npbert.paths import PATHS, PathWarning, get_path
 
 from .fast import FAST_TWINS
 from .fast_attention import share_qkv_memory
 from .loading import _SKIP_INIT, CheckpointMixin, _no_init  # noqa: F401 (_no_init: weights_tools, tests)
 from .loss import make_loss
 from .loss_terms import HeadDeclaration
-from .module import ModelState, Module
+from .module import ModelState, Module, ModuleList
 from .torch_api import TorchModuleAPI
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -78,14 +79,14 @@ class BertPreTrainedModel(HeadDeclaration, CheckpointMixin, TorchModuleAPI, Modu
             init_seed, dropout_seed = np.random.SeedSequence(seed).spawn(2)
             state = ModelState(config, _check_dtype(dtype), np.random.default_rng(dropout_seed))
             state.training = True    # as a freshly built torch module; from_pretrained returns eval()
-            state.twins = FAST_TWINS  # the fast path's module classes (npbert/modeling/fast.py)
+            state.twins = FAST_TWINS  # the fast path's module classes (npbert/modeling/fast.py); state.path:
+                                      # the path in force now, the model's (ModelState)
             self._init_rng = np.random.default_rng(init_seed)
         else:  # a submodule such as `self.bert` of a head: share the head's state
             state = _parent.state
         super().__init__(state, _prefix)
         self._is_root = _parent is None
         self._cache = None
-        self._forward_path = None            # the path the last forward ran on: its backward runs there too
         self._forward_id = 0                 # counts forward calls: a loss knows which one it came from
         self.inputs_embeds_grad = None
 
@@ -98,6 +99,52 @@ class BertPreTrainedModel(HeadDeclaration, CheckpointMixin, TorchModuleAPI, Modu
         base = getattr(self, self.base_model_prefix, None)
         return isinstance(base, Module) and base is not self and not name.startswith(self.base_model_prefix + ".")
 
+    # ---- the path (npbert/paths.py): fixed when the model is built, switched by set_path --------
+    @property
+    def path(self):
+        """"fast" or "reference": the path this model's modules and ops were built for."""
+        return self.state.path
+
+    def set_path(self, path):
+        """Rebuild this model's modules for `path` ("fast" or "reference"): each module with a fast
+        twin (npbert/modeling/fast.py) is replaced by a module of the other class holding the same
+        parameters, and every module computes with that path's ops.  The model's own attributes are
+        updated; a submodule object taken out of the model before the switch keeps its old class.
+        The last forward's activations are dropped (run a new forward before backward()).  As
+        transformers' `model.set_attn_implementation`.  Returns the model."""
+        if path not in PATHS:
+            raise ValueError(f"set_path: path must be one of {', '.join(map(repr, PATHS))}, got {path!r}")
+        if not self._is_root:
+            raise ValueError(f"set_path is called on the whole model, not on its submodule {self.prefix!r}")
+        state = self.state
+        if path == state.path:
+            return self
+        state.path = path
+        reference = {twin: cls for cls, twin in state.twins.items()}
+        # children before their parents, so that a replacement copies its children's replacements
+        for _, module in reversed(list(self.named_modules())):
+            for name, child in list(module.named_children()):
+                base = reference.get(type(child), type(child))
+                want = state.module_class(base)
+                if isinstance(child, Module) and type(child) is not want:
+                    replacement = want.__new__(want)
+                    replacement.__dict__.update(child.__dict__)
+                    if isinstance(module, ModuleList):
+                        list.__setitem__(module, int(name), replacement)
+                    else:
+                        object.__setattr__(module, name, replacement)
+        self._cache = None
+        return self
+
+    def _warn_if_other_path(self):
+        """A model runs on its own path; say so once when the path in force now is another."""
+        now = get_path()
+        if now != self.state.path and getattr(self, "_warned_path", None) != now:
+            self._warned_path = now
+            warnings.warn(f"{type(self).__name__} was built on the {self.state.path} path and runs on it, although "
+                          f"the {now} path is on now: npbert.set_path and using_path choose the path of models built "
+                          f"after them; call model.set_path({now!r}) to switch this one", PathWarning, stacklevel=3)
+
     @property
     def dtype(self):
         return self.state.dtype
@@ -109,7 +156,6 @@ class BertPreTrainedModel(HeadDeclaration, CheckpointMixin, TorchModuleAPI, Modu
             return
         self._init_weights(None if _SKIP_INIT[0] else list(self.state.inits))
         share_qkv_memory(self.state)        # Q, K, V as blocks of one array (npbert/modeling/fast_attention.py)
-        self.state.use_path(get_path())
 
     def _init_weights(self, names):
         """transformers' `_init_weights`: Linear and Embedding weights ~ N(0, initializer_range),
@@ -273,8 +319,7 @@ class BertPreTrainedModel(HeadDeclaration, CheckpointMixin, TorchModuleAPI, Modu
         self._forward_id += 1
         self.state.keep_caches = is_grad_enabled()
         self.state.keep_intermediates = bool(output_intermediates)
-        self._forward_path = get_path()
-        self.state.use_path(self._forward_path)   # the modules' classes for this path (module.py)
+        self._warn_if_other_path()
         self.state.new_step()               # in training: this forward's dropout seed (modeling/module.py)
         try:
             output, cache = self.forward(**kwargs)
@@ -386,7 +431,6 @@ class BertPreTrainedModel(HeadDeclaration, CheckpointMixin, TorchModuleAPI, Modu
         if unknown and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
             raise TypeError(f"{type(self).__name__}.backward() got unexpected keyword(s) {unknown}: it takes the "
                             f"upstream gradient of an output by name, one of {accepted} (and retain_graph)")
-        self.state.use_path(self._forward_path)   # the classes that made the cache, whatever the path now
         self.state.release_caches = not retain_graph
         self.state.keep_intermediate_grads = bool(return_intermediate_grads)
         try:

@@ -6,7 +6,7 @@ formula a reader expects in a few lines, a shape on every line.
 
 Every op computes in its input's dtype (float32 or float64) and never mutates its arguments.
 This package's namespace holds every op by name; npbert.fast holds the fast path's twins under
-the same names, so a module reads its ops as `F = ops_for_path()` and `F.layer_norm_forward(...)`
+the same names, so a module reads its ops as `ops = self.ops` and `ops.layer_norm_forward(...)`
 (npbert/modeling/module.py).
 """
 from npbert.ops.activations import (ACT2FN, erf, gelu_backward, gelu_fast_backward, gelu_fast_forward,

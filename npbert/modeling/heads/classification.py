@@ -7,7 +7,6 @@ import numpy as np
 
 from ..bert import BertModel
 from ..loss_terms import LossTerm, batch_labels, counted
-from ..module import ops_for_path
 from ..nn import Dropout, Linear
 from ..outputs import MultipleChoiceModelOutput, SequenceClassifierOutput, TokenClassifierOutput
 from ..pretrained import BertPreTrainedModel
@@ -71,12 +70,12 @@ class BertForSequenceClassification(_BertHeadModel):
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, output_hidden_states=False, output_attentions=False, labels=None):
-        F = ops_for_path()
+        ops = self.ops
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
-        pooled_output, drop_cache = F.dropout_forward(outputs.pooler_output, self.dropout.p,
+        pooled_output, drop_cache = ops.dropout_forward(outputs.pooler_output, self.dropout.p,
                                                     self.dropout_rng(), self.training)                  # (B, H)
-        logits, clf_cache = F.linear_forward(pooled_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B, K)
+        logits, clf_cache = ops.linear_forward(pooled_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B, K)
         loss, loss_cache = None, None
         if labels is not None:
             labels = np.asarray(labels)
@@ -89,18 +88,18 @@ class BertForSequenceClassification(_BertHeadModel):
                     if labels.squeeze().shape != logits.squeeze().shape:
                         raise ValueError(f"regression labels have shape {labels.shape}, expected ({B},) for "
                                          f"num_labels=1")
-                    loss, mse_cache = F.mse_forward(logits.squeeze(), labels.squeeze())
+                    loss, mse_cache = ops.mse_forward(logits.squeeze(), labels.squeeze())
                 else:
                     if labels.shape != (B, K):
                         raise ValueError(f"regression labels have shape {labels.shape}, expected ({B}, {K})")
-                    loss, mse_cache = F.mse_forward(logits, labels)
+                    loss, mse_cache = ops.mse_forward(logits, labels)
                 loss_cache = ("mse", mse_cache)
             elif problem_type == "single_label_classification":
                 if labels.dtype == bool or not np.issubdtype(labels.dtype, np.integer):
                     raise TypeError(f"single-label classification needs integer class labels, got dtype "
                                     f"{labels.dtype}")
                 labels = _class_labels("labels", labels, (B,))
-                loss, ce_cache = F.cross_entropy_forward(logits, labels)
+                loss, ce_cache = ops.cross_entropy_forward(logits, labels)
                 loss_cache = ("ce", ce_cache)
             else:  # multi_label_classification
                 if not np.issubdtype(labels.dtype, np.floating):
@@ -110,7 +109,7 @@ class BertForSequenceClassification(_BertHeadModel):
                 if labels.shape != (B, K):
                     raise ValueError(f"multi-label classification labels have shape {labels.shape}, expected "
                                      f"({B}, {K})")
-                loss, bce_cache = F.bce_with_logits_forward(logits, labels)
+                loss, bce_cache = ops.bce_with_logits_forward(logits, labels)
                 loss_cache = ("bce", bce_cache)
         output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                           attentions=outputs.attentions)
@@ -118,22 +117,22 @@ class BertForSequenceClassification(_BertHeadModel):
                         "shape": logits.shape}
 
     def _loss_backward(self, dloss, loss_cache, shape):
-        F = ops_for_path()
+        ops = self.ops
         kind, c = loss_cache
         if kind == "mse":
-            return F.mse_backward(dloss, c).reshape(shape)          # undo the squeeze: (B,) -> (B, 1)
+            return ops.mse_backward(dloss, c).reshape(shape)          # undo the squeeze: (B,) -> (B, 1)
         if kind == "ce":
-            return F.cross_entropy_backward(dloss, c)
-        return F.bce_with_logits_backward(dloss, c)
+            return ops.cross_entropy_backward(dloss, c)
+        return ops.bce_with_logits_backward(dloss, c)
 
     def _backward(self, cache, loss=None, logits=None, hidden_states=None, attentions=None):
-        F = ops_for_path()
+        ops = self.ops
         dloss = _loss_upstream(self, cache, loss, (logits, hidden_states, attentions))
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, K)
         if dloss is not None:
             dlogits += self._loss_backward(dloss, cache["loss"], cache["shape"])
         dpooled, g = self.linear_backward("classifier", dlogits, cache["classifier"])                # (B, H)
-        dpooled = F.dropout_backward(dpooled, cache["dropout"])
+        dpooled = ops.dropout_backward(dpooled, cache["dropout"])
         return self._bert_backward(cache["bert"], g, hidden_states, attentions,
                                    pooler_output=dpooled)
 
@@ -162,29 +161,29 @@ class BertForTokenClassification(_BertHeadModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, output_hidden_states=False, output_attentions=False, labels=None):
         """labels: (B, T) in [0, K), -100 where a token has no label (padding, sub-words)."""
-        F = ops_for_path()
+        ops = self.ops
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
-        sequence_output, drop_cache = F.dropout_forward(outputs.last_hidden_state, self.dropout.p,
+        sequence_output, drop_cache = ops.dropout_forward(outputs.last_hidden_state, self.dropout.p,
                                                       self.dropout_rng(), self.training)                # (B, T, H)
-        logits, clf_cache = F.linear_forward(sequence_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B, T, K)
+        logits, clf_cache = ops.linear_forward(sequence_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B, T, K)
         loss, loss_cache = None, None
         if labels is not None:
             labels = _class_labels("labels", labels, logits.shape[:2])                             # (B, T)
-            loss, loss_cache = F.cross_entropy_forward(logits, labels)
+            loss, loss_cache = ops.cross_entropy_forward(logits, labels)
         output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                        attentions=outputs.attentions)
         return output, {"bert": bert_cache, "dropout": drop_cache, "classifier": clf_cache, "loss": loss_cache,
                         "shape": logits.shape}
 
     def _backward(self, cache, loss=None, logits=None, hidden_states=None, attentions=None):
-        F = ops_for_path()
+        ops = self.ops
         dloss = _loss_upstream(self, cache, loss, (logits, hidden_states, attentions))
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, T, K)
         if dloss is not None:
-            dlogits += F.cross_entropy_backward(dloss, cache["loss"])
+            dlogits += ops.cross_entropy_backward(dloss, cache["loss"])
         dsequence, g = self.linear_backward("classifier", dlogits, cache["classifier"])              # (B, T, H)
-        dsequence = F.dropout_backward(dsequence, cache["dropout"])
+        dsequence = ops.dropout_backward(dsequence, cache["dropout"])
         return self._bert_backward(cache["bert"], g, hidden_states, attentions,
                                    last_hidden_state=dsequence)
 
@@ -233,7 +232,7 @@ class BertForMultipleChoice(_BertHeadModel):
                 inputs_embeds=None, output_hidden_states=False, output_attentions=False, labels=None):
         """input_ids, attention_mask, token_type_ids, position_ids: (B, C, T); inputs_embeds (B, C, T, H);
         labels (B,) the index of the right choice."""
-        F = ops_for_path()
+        ops = self.ops
         input_ids, ids_shape = self._flatten("input_ids", input_ids, 3)
         inputs_embeds, embeds_shape = self._flatten("inputs_embeds", inputs_embeds, 4)
         B, C = (ids_shape or embeds_shape or (0, 0))[:2]
@@ -252,27 +251,27 @@ class BertForMultipleChoice(_BertHeadModel):
         with self.state.rows_times(C):      # a row of bert is one choice: example b's rows start at b C
             outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
                                                      inputs_embeds, output_hidden_states, output_attentions)
-            pooled_output, drop_cache = F.dropout_forward(outputs.pooler_output, self.dropout.p,
+            pooled_output, drop_cache = ops.dropout_forward(outputs.pooler_output, self.dropout.p,
                                                           self.dropout_rng(), self.training)            # (B*C, H)
-        logits, clf_cache = F.linear_forward(pooled_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B*C, 1)
+        logits, clf_cache = ops.linear_forward(pooled_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B*C, 1)
         reshaped_logits = logits.reshape(B, C)                                                      # (B, C)
         loss, loss_cache = None, None
         if labels is not None:
             labels = _class_labels("labels", labels, (B,))
-            loss, loss_cache = F.cross_entropy_forward(reshaped_logits, labels)
+            loss, loss_cache = ops.cross_entropy_forward(reshaped_logits, labels)
         output = MultipleChoiceModelOutput(loss=loss, logits=reshaped_logits, hidden_states=outputs.hidden_states,
                                            attentions=outputs.attentions)
         return output, {"bert": bert_cache, "dropout": drop_cache, "classifier": clf_cache, "loss": loss_cache,
                         "shape": (B, C), "embeds_shape": embeds_shape}
 
     def _backward(self, cache, loss=None, logits=None, hidden_states=None, attentions=None):
-        F = ops_for_path()
+        ops = self.ops
         dloss = _loss_upstream(self, cache, loss, (logits, hidden_states, attentions))
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, C)
         if dloss is not None:
-            dlogits += F.cross_entropy_backward(dloss, cache["loss"])
+            dlogits += ops.cross_entropy_backward(dloss, cache["loss"])
         dpooled, g = self.linear_backward("classifier", dlogits.reshape(-1, 1), cache["classifier"])  # (B*C, H)
-        dpooled = F.dropout_backward(dpooled, cache["dropout"])
+        dpooled = ops.dropout_backward(dpooled, cache["dropout"])
         grads, dinputs_embeds = self._bert_backward(cache["bert"], g, hidden_states,
                                                     attentions, pooler_output=dpooled)
         B, C = cache["shape"]

@@ -5,7 +5,7 @@ BertLMPredictionHead, BertOnlyMLMHead, BertOnlyNSPHead, BertPreTrainingHeads.
 """
 from npbert.ops.linear import linear_input_grad, linear_param_grads
 
-from ..module import Module, ops_for_path
+from ..module import Module
 from ..nn import LayerNorm, Linear, activation
 
 
@@ -20,19 +20,19 @@ class BertPredictionHeadTransform(Module):
         self.LayerNorm = LayerNorm(state, prefix + "LayerNorm.", H, self.config.layer_norm_eps)
 
     def forward(self, hidden_states):
-        F = ops_for_path()                   # npbert.ops, or its fast twins npbert.fast (modeling/module.py)
-        act_forward, _ = F.get_activation(self.config.hidden_act)
-        h, dense_cache = F.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, H)
+        ops = self.ops
+        act_forward, _ = ops.get_activation(self.config.hidden_act)
+        h, dense_cache = ops.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, H)
         h, act_cache = act_forward(h)                                                                    # (B, T, H)
-        h, ln_cache = F.layer_norm_forward(h, self.p("LayerNorm.weight"), self.p("LayerNorm.bias"),
+        h, ln_cache = ops.layer_norm_forward(h, self.p("LayerNorm.weight"), self.p("LayerNorm.bias"),
                                            self.config.layer_norm_eps)                                   # (B, T, H)
         return h, (dense_cache, act_cache, ln_cache)
 
     def backward(self, dout, cache):
-        F = ops_for_path()
+        ops = self.ops
         dense_cache, act_cache, ln_cache = cache
-        dh, g_ln = F.layer_norm_backward(dout, ln_cache)
-        dh = F.get_activation(self.config.hidden_act)[1](dh, act_cache)
+        dh, g_ln = ops.layer_norm_backward(dout, ln_cache)
+        dh = ops.get_activation(self.config.hidden_act)[1](dh, act_cache)
         dx, g_dense = self.linear_backward("dense", dh, dense_cache)
         return dx, {**g_dense, **self.prefixed("LayerNorm", g_ln)}
 
@@ -64,7 +64,7 @@ class BertLMPredictionHead(Module):
 
     def forward(self, hidden_states):
         h, transform_cache = self.transform.forward(hidden_states)                   # (B, T, H)
-        logits, decoder_cache = ops_for_path().linear_forward(h, self.state.arrays[self.decoder_weight],
+        logits, decoder_cache = self.ops.linear_forward(h, self.state.arrays[self.decoder_weight],
                                                               self.p("bias"))                        # (B, T, V)
         return logits, (transform_cache, decoder_cache)
 
@@ -105,7 +105,7 @@ class BertOnlyNSPHead(Module):
         self.seq_relationship = Linear(state, prefix + "seq_relationship.", self.config.hidden_size, 2)
 
     def forward(self, pooled_output):
-        return ops_for_path().linear_forward(pooled_output, self.p("seq_relationship.weight"),
+        return self.ops.linear_forward(pooled_output, self.p("seq_relationship.weight"),
                                              self.p("seq_relationship.bias"))
 
     def backward(self, dscore, cache):
@@ -122,7 +122,7 @@ class BertPreTrainingHeads(Module):
 
     def forward(self, sequence_output, pooled_output):
         prediction_scores, predictions_cache = self.predictions.forward(sequence_output)           # (B, T, V)
-        seq_relationship_score, nsp_cache = ops_for_path().linear_forward(
+        seq_relationship_score, nsp_cache = self.ops.linear_forward(
             pooled_output, self.p("seq_relationship.weight"), self.p("seq_relationship.bias"))     # (B, 2)
         return prediction_scores, seq_relationship_score, (predictions_cache, nsp_cache)
 

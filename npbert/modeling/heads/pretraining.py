@@ -9,7 +9,6 @@ import numpy as np
 
 from ..bert import BertModel
 from ..loss_terms import LossTerm, batch_labels, counted, term_scale
-from ..module import ops_for_path
 from ..outputs import (BertForPreTrainingOutput, CausalLMOutputWithCrossAttentions, MaskedLMOutput,
                        NextSentencePredictorOutput)
 from ..pretrained import BertPreTrainedModel
@@ -48,7 +47,7 @@ class BertForPreTraining(_BertHeadModel):
                 next_sentence_label=None):
         """labels: (B, T) token ids in [0, V) or -100; next_sentence_label: (B,) in {0, 1}.
         Returns prediction_logits (B, T, V), seq_relationship_logits (B, 2), loss when both labels are given."""
-        F = ops_for_path()
+        ops = self.ops
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
         sequence_output, pooled_output = outputs.last_hidden_state, outputs.pooler_output        # (B, T, H), (B, H)
@@ -70,8 +69,8 @@ class BertForPreTraining(_BertHeadModel):
             labels = _class_labels("labels", labels, (B, T))
             next_sentence_label = _class_labels("next_sentence_label", next_sentence_label,
                                                 (seq_relationship_score.shape[0],))
-            masked_lm_loss, mlm_cache = F.cross_entropy_forward(prediction_scores, labels)           # (B, T, V), (B, T)
-            next_sentence_loss, nsp_cache = F.cross_entropy_forward(seq_relationship_score, next_sentence_label)
+            masked_lm_loss, mlm_cache = ops.cross_entropy_forward(prediction_scores, labels)           # (B, T, V), (B, T)
+            next_sentence_loss, nsp_cache = ops.cross_entropy_forward(seq_relationship_score, next_sentence_label)
             total_loss = masked_lm_loss + next_sentence_loss
             loss_cache = (mlm_cache, nsp_cache)
             loss_means = {"masked_lm": masked_lm_loss, "next_sentence": next_sentence_loss}
@@ -85,7 +84,7 @@ class BertForPreTraining(_BertHeadModel):
 
     def _backward(self, cache, loss=None, prediction_logits=None, seq_relationship_logits=None,
                   hidden_states=None, attentions=None):
-        F = ops_for_path()
+        ops = self.ops
         dtype = self.state.dtype
         dloss = _loss_upstream(self, cache, loss, (prediction_logits, seq_relationship_logits, hidden_states, attentions))
         mlm_shape, nsp_shape = cache["shapes"]
@@ -94,8 +93,8 @@ class BertForPreTraining(_BertHeadModel):
         if dloss is not None:
             mlm_cache, nsp_cache = cache["loss"]
             # total_loss = masked_lm_loss + next_sentence_loss: each gets dloss (or its own scale)
-            dprediction += F.cross_entropy_backward(term_scale(dloss, "masked_lm"), mlm_cache)
-            dseq_relationship += F.cross_entropy_backward(term_scale(dloss, "next_sentence"), nsp_cache)
+            dprediction += ops.cross_entropy_backward(term_scale(dloss, "masked_lm"), mlm_cache)
+            dseq_relationship += ops.cross_entropy_backward(term_scale(dloss, "next_sentence"), nsp_cache)
         dsequence, dpooled, grads = self.cls.backward(dprediction, dseq_relationship, cache["cls"])
         if cache["gathered"] is not None:                  # scatter the M rows back to their (B, T) positions
             gathered, shape = cache["gathered"]
@@ -134,24 +133,24 @@ class BertForMaskedLM(_BertHeadModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, output_hidden_states=False, output_attentions=False, labels=None):
         """labels: (B, T) token ids in [0, V), -100 where no prediction is asked for."""
-        F = ops_for_path()
+        ops = self.ops
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
         prediction_scores, cls_cache = self.cls.forward(outputs.last_hidden_state)                 # (B, T, V)
         masked_lm_loss, loss_cache = None, None
         if labels is not None:
             labels = _class_labels("labels", labels, prediction_scores.shape[:2])                  # (B, T)
-            masked_lm_loss, loss_cache = F.cross_entropy_forward(prediction_scores, labels)
+            masked_lm_loss, loss_cache = ops.cross_entropy_forward(prediction_scores, labels)
         output = MaskedLMOutput(loss=masked_lm_loss, logits=prediction_scores,
                                 hidden_states=outputs.hidden_states, attentions=outputs.attentions)
         return output, {"bert": bert_cache, "cls": cls_cache, "loss": loss_cache, "shape": prediction_scores.shape}
 
     def _backward(self, cache, loss=None, logits=None, hidden_states=None, attentions=None):
-        F = ops_for_path()
+        ops = self.ops
         dloss = _loss_upstream(self, cache, loss, (logits, hidden_states, attentions))
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, T, V)
         if dloss is not None:
-            dlogits += F.cross_entropy_backward(dloss, cache["loss"])
+            dlogits += ops.cross_entropy_backward(dloss, cache["loss"])
         dsequence, grads = self.cls.backward(dlogits, cache["cls"])                                 # (B, T, H)
         grads, dinputs_embeds = self._bert_backward(cache["bert"], grads, hidden_states, attentions,
                                                     last_hidden_state=dsequence)
@@ -192,7 +191,7 @@ class BertLMHeadModel(_BertHeadModel):
                 inputs_embeds=None, output_hidden_states=False, output_attentions=False, labels=None):
         """labels: (B, T) token ids in [0, V) or -100, usually input_ids itself (not shifted: the
         shift happens here)."""
-        F = ops_for_path()
+        ops = self.ops
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
         prediction_scores, cls_cache = self.cls.forward(outputs.last_hidden_state)                 # (B, T, V)
@@ -202,7 +201,7 @@ class BertLMHeadModel(_BertHeadModel):
             labels = _class_labels("labels", labels, (B, T))
             # tokens < t predict token t: position t is scored against labels[t + 1]
             shift_labels = np.concatenate([labels[:, 1:], np.full((B, 1), IGNORE_INDEX, dtype=np.int64)], axis=1)  # (B, T)
-            lm_loss, loss_cache = F.cross_entropy_forward(prediction_scores, shift_labels)
+            lm_loss, loss_cache = ops.cross_entropy_forward(prediction_scores, shift_labels)
         output = CausalLMOutputWithCrossAttentions(loss=lm_loss, logits=prediction_scores,
                                                    hidden_states=outputs.hidden_states, attentions=outputs.attentions)
         return output, {"bert": bert_cache, "cls": cls_cache, "loss": loss_cache, "shape": prediction_scores.shape}
@@ -232,24 +231,24 @@ class BertForNextSentencePrediction(_BertHeadModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, output_hidden_states=False, output_attentions=False, labels=None):
         """labels: (B,) with 0 = sentence B follows A, 1 = sentence B is random (or -100)."""
-        F = ops_for_path()
+        ops = self.ops
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
         seq_relationship_scores, cls_cache = self.cls.forward(outputs.pooler_output)               # (B, 2)
         next_sentence_loss, loss_cache = None, None
         if labels is not None:
             labels = _class_labels("labels", labels, seq_relationship_scores.shape[:1])            # (B,)
-            next_sentence_loss, loss_cache = F.cross_entropy_forward(seq_relationship_scores, labels)
+            next_sentence_loss, loss_cache = ops.cross_entropy_forward(seq_relationship_scores, labels)
         output = NextSentencePredictorOutput(loss=next_sentence_loss, logits=seq_relationship_scores,
                                              hidden_states=outputs.hidden_states, attentions=outputs.attentions)
         return output, {"bert": bert_cache, "cls": cls_cache, "loss": loss_cache,
                         "shape": seq_relationship_scores.shape}
 
     def _backward(self, cache, loss=None, logits=None, hidden_states=None, attentions=None):
-        F = ops_for_path()
+        ops = self.ops
         dloss = _loss_upstream(self, cache, loss, (logits, hidden_states, attentions))
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, 2)
         if dloss is not None:
-            dlogits += F.cross_entropy_backward(dloss, cache["loss"])
+            dlogits += ops.cross_entropy_backward(dloss, cache["loss"])
         dpooled, grads = self.cls.backward(dlogits, cache["cls"])                                   # (B, H)
         return self._bert_backward(cache["bert"], grads, hidden_states, attentions, pooler_output=dpooled)

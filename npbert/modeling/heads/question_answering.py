@@ -6,7 +6,6 @@ import numpy as np
 
 from ..bert import BertModel
 from ..loss_terms import LossTerm, batch_labels, term_scale
-from ..module import ops_for_path
 from ..nn import Linear
 from ..outputs import QuestionAnsweringModelOutput
 from ..pretrained import BertPreTrainedModel
@@ -59,13 +58,13 @@ class BertForQuestionAnswering(_BertHeadModel):
                 inputs_embeds=None, output_hidden_states=False, output_attentions=False, start_positions=None,
                 end_positions=None):
         """start_positions, end_positions: (B,) token indices of the answer span."""
-        F = ops_for_path()
+        ops = self.ops
         if self.num_labels != 2:
             raise ValueError(f"BertForQuestionAnswering splits qa_outputs into start and end logits and needs "
                              f"config.num_labels == 2, got {self.num_labels}")
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
-        logits, qa_cache = F.linear_forward(outputs.last_hidden_state, self.p("qa_outputs.weight"),
+        logits, qa_cache = ops.linear_forward(outputs.last_hidden_state, self.p("qa_outputs.weight"),
                                           self.p("qa_outputs.bias"))                                # (B, T, 2)
         start_logits = np.ascontiguousarray(logits[..., 0])                                         # (B, T)
         end_logits = np.ascontiguousarray(logits[..., 1])                                           # (B, T)
@@ -75,8 +74,8 @@ class BertForQuestionAnswering(_BertHeadModel):
             ignored_index = T       # positions outside the window are clamped to T and ignored
             start_positions = self._positions("start_positions", start_positions, B, T)
             end_positions = self._positions("end_positions", end_positions, B, T)
-            start_loss, start_cache = F.cross_entropy_forward(start_logits, start_positions, ignore_index=ignored_index)
-            end_loss, end_cache = F.cross_entropy_forward(end_logits, end_positions, ignore_index=ignored_index)
+            start_loss, start_cache = ops.cross_entropy_forward(start_logits, start_positions, ignore_index=ignored_index)
+            end_loss, end_cache = ops.cross_entropy_forward(end_logits, end_positions, ignore_index=ignored_index)
             total_loss = (start_loss + end_loss) / start_logits.dtype.type(2)
             loss_cache = (start_cache, end_cache)
             loss_means = {"start": start_loss, "end": end_loss}
@@ -86,7 +85,7 @@ class BertForQuestionAnswering(_BertHeadModel):
                         "shape": start_logits.shape}
 
     def _backward(self, cache, loss=None, start_logits=None, end_logits=None, hidden_states=None, attentions=None):
-        F = ops_for_path()
+        ops = self.ops
         dtype = self.state.dtype
         dloss = _loss_upstream(self, cache, loss, (start_logits, end_logits, hidden_states, attentions))
         dstart = _grad_or_zeros("start_logits", start_logits, cache["shape"], dtype)                # (B, T)
@@ -94,8 +93,8 @@ class BertForQuestionAnswering(_BertHeadModel):
         if dloss is not None:
             start_cache, end_cache = cache["loss"]
             # total_loss = (start_loss + end_loss) / 2 (each term's scale its own with loss_scales)
-            dstart += F.cross_entropy_backward(term_scale(dloss, "start") / 2, start_cache)
-            dend += F.cross_entropy_backward(term_scale(dloss, "end") / 2, end_cache)
+            dstart += ops.cross_entropy_backward(term_scale(dloss, "start") / 2, start_cache)
+            dend += ops.cross_entropy_backward(term_scale(dloss, "end") / 2, end_cache)
         dlogits = np.stack([dstart, dend], axis=-1)                                                 # (B, T, 2)
         dsequence, g = self.linear_backward("qa_outputs", dlogits, cache["qa"])                      # (B, T, H)
         return self._bert_backward(cache["bert"], g, hidden_states, attentions,
