@@ -82,18 +82,15 @@ class BertEmbeddings(Module):
         """input_ids, token_type_ids, position_ids: (B, T) ints (already checked);
         inputs_embeds: (B, T, H) used instead of the word embeddings when given.
         Returns ((B, T, H) embeddings, cache)."""
-        ops = self.ops
         cache = {}
         if inputs_embeds is None:
-            inputs_embeds, cache["word"] = ops.embedding_forward(input_ids, self.p("word_embeddings.weight"))  # (B, T, H)
-        token_type_embeddings, cache["type"] = ops.embedding_forward(token_type_ids, self.p("token_type_embeddings.weight"))
+            inputs_embeds, cache["word"] = self.word_embeddings.forward(input_ids)            # (B, T, H)
+        token_type_embeddings, cache["type"] = self.token_type_embeddings.forward(token_type_ids)   # (B, T, H)
         embeddings = inputs_embeds + token_type_embeddings                                     # (B, T, H)
-        position_embeddings, cache["pos"] = ops.embedding_forward(position_ids, self.p("position_embeddings.weight"))
+        position_embeddings, cache["pos"] = self.position_embeddings.forward(position_ids)    # (B, T, H)
         embeddings += position_embeddings                                                      # (B, T, H)
-        embeddings, cache["ln"] = ops.layer_norm_forward(embeddings, self.p("LayerNorm.weight"),
-                                                       self.p("LayerNorm.bias"), self.config.layer_norm_eps)
-        embeddings, cache["drop"] = ops.dropout_forward(embeddings, self.config.hidden_dropout_prob,
-                                                      self.dropout_rng(), self.training)
+        embeddings, cache["ln"] = self.LayerNorm.forward(embeddings)
+        embeddings, cache["drop"] = self.dropout.forward(embeddings)
         return embeddings, cache
 
     def backward(self, dout, cache):
@@ -102,17 +99,12 @@ class BertEmbeddings(Module):
         The three embeddings were summed, so each receives the same gradient `de`.
         The word embedding gradient is absent when the forward was given inputs_embeds.
         """
-        ops = self.ops
-        grads = {}
-        de = ops.dropout_backward(dout, cache["drop"])
-        de, g = ops.layer_norm_backward(de, cache["ln"])
-        grads.update(self.prefixed("LayerNorm", g))
+        de, _ = self.dropout.backward(dout, cache["drop"])
+        de, grads = self.LayerNorm.backward(de, cache["ln"])
         # embeddings = inputs_embeds + token_type_embeddings + position_embeddings
         # (a frozen table's scatter-add is skipped: model.freeze)
-        if "word" in cache and self.trainable("word_embeddings.weight"):
-            grads[self.prefix + "word_embeddings.weight"] = ops.embedding_backward(de, cache["word"], self.config.pad_token_id)
-        if self.trainable("position_embeddings.weight"):
-            grads[self.prefix + "position_embeddings.weight"] = ops.embedding_backward(de, cache["pos"])
-        if self.trainable("token_type_embeddings.weight"):
-            grads[self.prefix + "token_type_embeddings.weight"] = ops.embedding_backward(de, cache["type"])
+        if "word" in cache:
+            grads.update(self.word_embeddings.backward(de, cache["word"])[1])
+        grads.update(self.position_embeddings.backward(de, cache["pos"])[1])
+        grads.update(self.token_type_embeddings.backward(de, cache["type"])[1])
         return de, grads

@@ -19,19 +19,15 @@ class BertIntermediate(Module):
         self.intermediate_act_fn = activation(state, prefix + "intermediate_act_fn.", self.config.hidden_act)
 
     def forward(self, hidden_states):
-        ops = self.ops
-        act_forward, _ = ops.get_activation(self.config.hidden_act)                 # transformers' ACT2FN[hidden_act]
-        hidden_states, dense_cache = ops.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))  # (B, T, I)
-        hidden_states, act_cache = act_forward(hidden_states)                     # (B, T, I)
-        return hidden_states, (dense_cache, act_cache)
+        h, dense_cache = self.dense.forward(hidden_states)                         # (B, T, I)
+        out, act_cache = self.intermediate_act_fn.forward(h)                       # (B, T, I), ACT2FN[hidden_act]
+        return out, (dense_cache, act_cache)
 
     def backward(self, dout, cache):
         """dout: (B, T, I).  Returns (dhidden_states (B, T, H), grads)."""
-        ops = self.ops
         dense_cache, act_cache = cache
-        _, act_backward = ops.get_activation(self.config.hidden_act)
-        dh = act_backward(dout, act_cache)                                        # (B, T, I)
-        return self.linear_backward("dense", dh, dense_cache)                     # (B, T, H), grads
+        dh, _ = self.intermediate_act_fn.backward(dout, act_cache)                 # (B, T, I)
+        return self.dense.backward(dh, dense_cache)                                # (B, T, H), grads
 
 
 class BertOutput(BertSelfOutput):

@@ -12,18 +12,16 @@ class BertPooler(Module):
         self.activation = activation(state, prefix + "activation.", "tanh")      # transformers: nn.Tanh()
 
     def forward(self, hidden_states):
-        ops = self.ops
         first_token_tensor = hidden_states[:, 0]                                  # (B, H), the [CLS] position
-        h, dense_cache = ops.linear_forward(first_token_tensor, self.p("dense.weight"), self.p("dense.bias"))
-        pooled, tanh_cache = ops.tanh_forward(h)                                    # (B, H)
+        h, dense_cache = self.dense.forward(first_token_tensor)                   # (B, H)
+        pooled, tanh_cache = self.activation.forward(h)                           # (B, H)
         return pooled, (dense_cache, tanh_cache, hidden_states.shape)
 
     def backward(self, dpooled, cache):
         """dpooled: (B, H).  Returns (dhidden_states (B, T, H), zero except at t = 0; grads)."""
-        ops = self.ops
         dense_cache, tanh_cache, shape = cache
-        dh = ops.tanh_backward(dpooled, tanh_cache)
-        dfirst, grads = self.linear_backward("dense", dh, dense_cache)            # (B, H)
+        dh, _ = self.activation.backward(dpooled, tanh_cache)
+        dfirst, grads = self.dense.backward(dh, dense_cache)                      # (B, H)
         dhidden_states = np.zeros(shape, dtype=dfirst.dtype)                      # (B, T, H)
         dhidden_states[:, 0] = dfirst
         return dhidden_states, grads

@@ -38,11 +38,8 @@ import os
 import time
 import warnings
 
-import numpy as np
-
 from npbert import distributed as dist
 from npbert import optim
-from npbert.io import read_safetensors
 
 from . import checkpoint as ckpt
 from . import runs

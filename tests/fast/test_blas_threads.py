@@ -24,10 +24,10 @@ def timeouts():
     return ",".join(str(lib.openblas_thread_timeout()) for lib in libs) or "none"
 
 at_import = timeouts()
-m = npbert.BertModel(npbert.BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1,
-                                       num_attention_heads=2, intermediate_size=16))
 with npbert.using_path(sys.argv[1]):
-    m(input_ids=np.array([[1, 2, 3], [4, 5, 6]]))
+    m = npbert.BertModel(npbert.BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1,
+                                           num_attention_heads=2, intermediate_size=16))
+m(input_ids=np.array([[1, 2, 3], [4, 5, 6]]))
 print(at_import, timeouts())
 """
 

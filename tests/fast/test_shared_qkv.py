@@ -16,8 +16,7 @@ def _self_attention(model, i=0):
 
 
 def _logits(model, path, ids):
-    with npbert.using_path(path):
-        return model(input_ids=ids).logits
+    return model.set_path(path)(input_ids=ids).logits              # the same parameters on `path`
 
 
 def test_a_new_model_and_a_loaded_one_hold_q_k_v_as_one_array(tmp_path):

@@ -39,7 +39,7 @@ def hf64(path):
 
 
 @pytest.fixture(scope="module")
-def np64(path):
+def np64(path, npbert_path):    # built on each path (a model's path is fixed when it is built)
     model = npbert.BertModel.from_pretrained(path, dtype=np.float64)
     assert all(p.dtype == np.float64 for p in model.state.params.values())
     return model

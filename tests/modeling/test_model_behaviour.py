@@ -112,7 +112,7 @@ def test_head_mask_1d_equals_2d_broadcast():
 
 # ---- errors ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def small():
+def small(npbert_path):          # built on each path (a model's path is fixed when it is built)
     return random_model(seed=24)
 
 

@@ -18,7 +18,7 @@ B, T = 2, 4
 
 
 @pytest.fixture(scope="module")
-def model():
+def model(npbert_path):          # built on each path (a model's path is fixed when it is built)
     return random_model(seed=3)
 
 

@@ -73,9 +73,8 @@ class BertForSequenceClassification(_BertHeadModel):
         ops = self.ops
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
-        pooled_output, drop_cache = ops.dropout_forward(outputs.pooler_output, self.dropout.p,
-                                                    self.dropout_rng(), self.training)                  # (B, H)
-        logits, clf_cache = ops.linear_forward(pooled_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B, K)
+        pooled_output, drop_cache = self.dropout.forward(outputs.pooler_output)                  # (B, H)
+        logits, clf_cache = self.classifier.forward(pooled_output)                               # (B, K)
         loss, loss_cache = None, None
         if labels is not None:
             labels = np.asarray(labels)
@@ -126,13 +125,12 @@ class BertForSequenceClassification(_BertHeadModel):
         return ops.bce_with_logits_backward(dloss, c)
 
     def _backward(self, cache, loss=None, logits=None, hidden_states=None, attentions=None):
-        ops = self.ops
         dloss = _loss_upstream(self, cache, loss, (logits, hidden_states, attentions))
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, K)
         if dloss is not None:
             dlogits += self._loss_backward(dloss, cache["loss"], cache["shape"])
-        dpooled, g = self.linear_backward("classifier", dlogits, cache["classifier"])                # (B, H)
-        dpooled = ops.dropout_backward(dpooled, cache["dropout"])
+        dpooled, g = self.classifier.backward(dlogits, cache["classifier"])                # (B, H)
+        dpooled, _ = self.dropout.backward(dpooled, cache["dropout"])
         return self._bert_backward(cache["bert"], g, hidden_states, attentions,
                                    pooler_output=dpooled)
 
@@ -164,9 +162,8 @@ class BertForTokenClassification(_BertHeadModel):
         ops = self.ops
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
-        sequence_output, drop_cache = ops.dropout_forward(outputs.last_hidden_state, self.dropout.p,
-                                                      self.dropout_rng(), self.training)                # (B, T, H)
-        logits, clf_cache = ops.linear_forward(sequence_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B, T, K)
+        sequence_output, drop_cache = self.dropout.forward(outputs.last_hidden_state)                # (B, T, H)
+        logits, clf_cache = self.classifier.forward(sequence_output)                             # (B, T, K)
         loss, loss_cache = None, None
         if labels is not None:
             labels = _class_labels("labels", labels, logits.shape[:2])                             # (B, T)
@@ -182,8 +179,8 @@ class BertForTokenClassification(_BertHeadModel):
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, T, K)
         if dloss is not None:
             dlogits += ops.cross_entropy_backward(dloss, cache["loss"])
-        dsequence, g = self.linear_backward("classifier", dlogits, cache["classifier"])              # (B, T, H)
-        dsequence = ops.dropout_backward(dsequence, cache["dropout"])
+        dsequence, g = self.classifier.backward(dlogits, cache["classifier"])              # (B, T, H)
+        dsequence, _ = self.dropout.backward(dsequence, cache["dropout"])
         return self._bert_backward(cache["bert"], g, hidden_states, attentions,
                                    last_hidden_state=dsequence)
 
@@ -251,9 +248,8 @@ class BertForMultipleChoice(_BertHeadModel):
         with self.state.rows_times(C):      # a row of bert is one choice: example b's rows start at b C
             outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
                                                      inputs_embeds, output_hidden_states, output_attentions)
-            pooled_output, drop_cache = ops.dropout_forward(outputs.pooler_output, self.dropout.p,
-                                                          self.dropout_rng(), self.training)            # (B*C, H)
-        logits, clf_cache = ops.linear_forward(pooled_output, self.p("classifier.weight"), self.p("classifier.bias"))  # (B*C, 1)
+            pooled_output, drop_cache = self.dropout.forward(outputs.pooler_output)            # (B*C, H)
+        logits, clf_cache = self.classifier.forward(pooled_output)                               # (B*C, 1)
         reshaped_logits = logits.reshape(B, C)                                                      # (B, C)
         loss, loss_cache = None, None
         if labels is not None:
@@ -270,8 +266,8 @@ class BertForMultipleChoice(_BertHeadModel):
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, C)
         if dloss is not None:
             dlogits += ops.cross_entropy_backward(dloss, cache["loss"])
-        dpooled, g = self.linear_backward("classifier", dlogits.reshape(-1, 1), cache["classifier"])  # (B*C, H)
-        dpooled = ops.dropout_backward(dpooled, cache["dropout"])
+        dpooled, g = self.classifier.backward(dlogits.reshape(-1, 1), cache["classifier"])  # (B*C, H)
+        dpooled, _ = self.dropout.backward(dpooled, cache["dropout"])
         grads, dinputs_embeds = self._bert_backward(cache["bert"], g, hidden_states,
                                                     attentions, pooler_output=dpooled)
         B, C = cache["shape"]

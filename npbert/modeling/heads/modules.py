@@ -20,21 +20,17 @@ class BertPredictionHeadTransform(Module):
         self.LayerNorm = LayerNorm(state, prefix + "LayerNorm.", H, self.config.layer_norm_eps)
 
     def forward(self, hidden_states):
-        ops = self.ops
-        act_forward, _ = ops.get_activation(self.config.hidden_act)
-        h, dense_cache = ops.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, H)
-        h, act_cache = act_forward(h)                                                                    # (B, T, H)
-        h, ln_cache = ops.layer_norm_forward(h, self.p("LayerNorm.weight"), self.p("LayerNorm.bias"),
-                                           self.config.layer_norm_eps)                                   # (B, T, H)
+        h, dense_cache = self.dense.forward(hidden_states)                        # (B, T, H)
+        h, act_cache = self.transform_act_fn.forward(h)                           # (B, T, H)
+        h, ln_cache = self.LayerNorm.forward(h)                                   # (B, T, H)
         return h, (dense_cache, act_cache, ln_cache)
 
     def backward(self, dout, cache):
-        ops = self.ops
         dense_cache, act_cache, ln_cache = cache
-        dh, g_ln = ops.layer_norm_backward(dout, ln_cache)
-        dh = ops.get_activation(self.config.hidden_act)[1](dh, act_cache)
-        dx, g_dense = self.linear_backward("dense", dh, dense_cache)
-        return dx, {**g_dense, **self.prefixed("LayerNorm", g_ln)}
+        dh, grads = self.LayerNorm.backward(dout, ln_cache)
+        dh, _ = self.transform_act_fn.backward(dh, act_cache)
+        dx, g_dense = self.dense.backward(dh, dense_cache)
+        return dx, {**g_dense, **grads}
 
 
 class BertLMPredictionHead(Module):

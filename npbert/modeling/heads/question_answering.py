@@ -64,8 +64,7 @@ class BertForQuestionAnswering(_BertHeadModel):
                              f"config.num_labels == 2, got {self.num_labels}")
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
-        logits, qa_cache = ops.linear_forward(outputs.last_hidden_state, self.p("qa_outputs.weight"),
-                                          self.p("qa_outputs.bias"))                                # (B, T, 2)
+        logits, qa_cache = self.qa_outputs.forward(outputs.last_hidden_state)                                # (B, T, 2)
         start_logits = np.ascontiguousarray(logits[..., 0])                                         # (B, T)
         end_logits = np.ascontiguousarray(logits[..., 1])                                           # (B, T)
         total_loss, loss_cache, loss_means = None, None, None
@@ -96,6 +95,6 @@ class BertForQuestionAnswering(_BertHeadModel):
             dstart += ops.cross_entropy_backward(term_scale(dloss, "start") / 2, start_cache)
             dend += ops.cross_entropy_backward(term_scale(dloss, "end") / 2, end_cache)
         dlogits = np.stack([dstart, dend], axis=-1)                                                 # (B, T, 2)
-        dsequence, g = self.linear_backward("qa_outputs", dlogits, cache["qa"])                      # (B, T, H)
+        dsequence, g = self.qa_outputs.backward(dlogits, cache["qa"])                      # (B, T, H)
         return self._bert_backward(cache["bert"], g, hidden_states, attentions,
                                    last_hidden_state=dsequence)
