@@ -17,7 +17,7 @@ The attention block's twins are in npbert/modeling/fast_attention.py:
                             the last layer on the [CLS] row alone when the head reads only
                             the pooled output (eval mode: _last_rows); the first layer's Q, K, V
                             from the two ends of the lines when the input is an AffineRows
-                            (integrated gradients: _input_path), and then the input gradient
+                            (integrated gradients: _input_lines), and then the input gradient
                             summed over each example's rows
     (all)                   each cache emptied as soon as the backward has read it (as torch
                             frees saved tensors node by node), so a training step's peak is low
@@ -79,14 +79,14 @@ class FastBertLayer(BertLayer):
     the backward works in place where it owns its arrays."""
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None, rows=None,
-                all_queries=False, path=None):
+                all_queries=False, lines=None):
         """rows = (a, b): only rows [a, b) of the output are computed, (B, b - a, H) (the encoder's
         last layer when the head reads only the [CLS] row); all_queries: FastBertAttention's;
-        path: the AffineRows hidden_states are (the first layer: FastBertSelfAttention)."""
+        lines: the AffineRows hidden_states are (the first layer: FastBertSelfAttention)."""
         keep = self.state.keep_caches          # False under npbert.no_grad(): free each cache at once
         attention_output, probs, attention_cache = self.attention.forward(hidden_states, attention_mask, head_mask,
                                                                           first_row, record, rows, all_queries,
-                                                                          path)
+                                                                          lines)
         attention_cache = attention_cache if keep else None
         intermediate_output, intermediate_cache = self.intermediate.forward(attention_output)   # (B, T, I)
         intermediate_cache = intermediate_cache if keep else None
@@ -130,14 +130,14 @@ class FastBertEncoder(BertEncoder):
         bounds = ((0, B // 2), (B // 2, B))
         offset = self.state.batch_offset
         half_records = _half_records(records, len(bounds))
-        path = self._input_path(hidden_states, output_hidden_states, records, last)
+        lines = self._input_lines(hidden_states, output_hidden_states, records, last)
 
         def half(k):
             a, b = bounds[k]
             return self._forward_layers(hidden_states[a:b], _rows(attention_mask, a, b), head_mask,
                                         output_hidden_states, output_attentions, first_row=offset + a,
                                         records=half_records[k], last=last,
-                                        path=None if path is None else path.rows(a, b))
+                                        lines=None if lines is None else lines.rows(a, b))
         halves = side_by_side([lambda k=k: half(k) for k in range(len(bounds))])
         _merge_records(records, half_records)
         last = np.concatenate([h[0] for h in halves])                       # (B, T, H)
@@ -147,20 +147,20 @@ class FastBertEncoder(BertEncoder):
                 np.concatenate(h) for h in zip(*(p[1][1:] for p in halves)))
         if output_attentions:
             all_attentions = tuple(np.concatenate(a) for a in zip(*(p[2] for p in halves)))
-        caches = HalfCaches(bounds, [list(c) for c in zip(*(p[3] for p in halves))], summed=path is not None)
+        caches = HalfCaches(bounds, [list(c) for c in zip(*(p[3] for p in halves))], summed=lines is not None)
         return last, all_hidden_states, all_attentions, caches
 
-    def _input_path(self, hidden_states, output_hidden_states, records, last):
+    def _input_lines(self, hidden_states, output_hidden_states, records, last):
         """The AffineRows the embeddings' output was replaced by (npbert.interpret's integrated
         gradients: npbert/ops/affine_rows.py) when the first layer may take its Q, K, V from the
         lines' two ends: the replacement's rows are hidden_states, and no one reads the gradient
         of a single row (no hidden states, no records: the backward returns each example's sum).
         Else None."""
-        path = self.state.replaced_outputs.get(self.prefix[:-len("encoder.")] + "embeddings")
-        if (not isinstance(path, AffineRows) or path.shape != hidden_states.shape or output_hidden_states
+        lines = self.state.replaced_outputs.get(self.prefix[:-len("encoder.")] + "embeddings")
+        if (not isinstance(lines, AffineRows) or lines.shape != hidden_states.shape or output_hidden_states
                 or records is not None or (last is not None and len(self.layer) == 1)):
             return None
-        return path
+        return lines
 
     def _last_rows(self, output_hidden_states, output_attentions, records):
         """{"rows": (a, b), "all_queries": ...} when the head reads only rows [a, b) of the last
@@ -174,11 +174,11 @@ class FastBertEncoder(BertEncoder):
         return {"rows": rows, "all_queries": bool(output_attentions)}
 
     def _forward_layers(self, hidden_states, attention_mask, head_mask, output_hidden_states, output_attentions,
-                        first_row, records=None, last=None, path=None):
+                        first_row, records=None, last=None, lines=None):
         """BertEncoder.forward's loop on the rows given, their first row's global index `first_row`.
         last = {"rows": (a, b), "all_queries": ...} (_last_rows): the last layer's extra arguments;
         it computes only rows [a, b) of its output, and the other rows of the returned last hidden
-        state are NaN (nothing reads them).  path: the AffineRows these rows are (_input_path), the
+        state are NaN (nothing reads them).  lines: the AffineRows these rows are (_input_lines), the
         first layer's."""
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
@@ -186,8 +186,8 @@ class FastBertEncoder(BertEncoder):
         L = len(self.layer)
         for i, layer in enumerate(self.layer):
             extra = last if last is not None and i == L - 1 else {}
-            if path is not None and i == 0:
-                extra = {"path": path}                # (never with `last`: _input_path)
+            if lines is not None and i == 0:
+                extra = {"lines": lines}                # (never with `last`: _input_lines)
             B, T, H = hidden_states.shape
             hidden_states, probs, c = layer.forward(hidden_states, attention_mask,
                                                     None if head_mask is None else head_mask[i], first_row,
@@ -235,7 +235,7 @@ class FastBertEncoder(BertEncoder):
         parallel_for(add, len(names))
         if stop > 0:
             return None, grads
-        if caches.summed:                             # each half's per-example sums (_input_path)
+        if caches.summed:                             # each half's per-example sums (_input_lines)
             return halves[0][0] + halves[1][0], grads
         return np.concatenate([h[0] for h in halves]), grads
 

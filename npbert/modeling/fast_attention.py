@@ -70,18 +70,18 @@ class FastBertSelfAttention(BertSelfAttention):
                 _stacked([self.p(f"{n}.bias") for n in names]))
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None, rows=None,
-                path=None):
-        """path: an AffineRows whose rows hidden_states are (the first layer under integrated
+                lines=None):
+        """lines: an AffineRows whose rows hidden_states are (the first layer under integrated
         gradients, npbert/ops/affine_rows.py): Q, K, V then come from its two ends, and the
         backward returns the input gradient summed over each example's rows, (examples, T, H)."""
         if rows is not None:
             return self._forward_rows(hidden_states, attention_mask, head_mask, first_row, rows)
         H = self.config.hidden_size
         qkv_weight, qkv_bias = self.stacked_qkv()                                 # (3H, H), (3H,)
-        if path is None:
+        if lines is None:
             qkv, _ = fast.linear_forward(hidden_states, qkv_weight, qkv_bias)        # (B, T, 3H)
         else:
-            qkv = path.linear(qkv_weight, qkv_bias)                               # (B, T, 3H), B = rows
+            qkv = lines.linear(qkv_weight, qkv_bias)                               # (B, T, 3H), B = rows
         q, k, v = qkv[..., :H], qkv[..., H:2 * H], qkv[..., 2 * H:]              # (B, T, H) views
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)   # (B, N, T, D) each
         B, N, T, D = q.shape
@@ -91,7 +91,7 @@ class FastBertSelfAttention(BertSelfAttention):
             self.dropout_rng(first_row), self.training, scale=self.scaling,
             out=self.split_heads(context), record=record)                         # written as (B, N, F, D)
         # the backward rebuilds the stacked weight; the record's scores come from attention_forward
-        cache = {"x": hidden_states, "attention": attention_cache, "path": path}
+        cache = {"x": hidden_states, "attention": attention_cache, "lines": lines}
         if record is not None:
             record.update(query=q, key=k, value=v, attentions=attention_cache["probs"], context_layer=context)
         return context, attention_cache["probs"], cache
@@ -119,7 +119,7 @@ class FastBertSelfAttention(BertSelfAttention):
         before the projection's GEMMs."""
         if "rows" in cache:
             return self._backward_rows(dcontext, cache, dprobs, record)
-        x, path = cache["x"], cache["path"]
+        x, lines = cache["x"], cache["lines"]
         B, T, H = dcontext.shape
         dqkv = np.empty((B, T, 3 * H), dtype=dcontext.dtype)                      # [dQ, dK, dV] side by side
         dq, dk, dv = dqkv[..., :H], dqkv[..., H:2 * H], dqkv[..., 2 * H:]        # (B, T, H) views
@@ -141,8 +141,8 @@ class FastBertSelfAttention(BertSelfAttention):
                 if name in trainable:
                     grads.update(self.prefixed(name, linear_param_grads(d, x)))
         qkv_weight, _ = self.stacked_qkv()                                        # (3H, H)
-        if path is not None:              # only each example's sum is asked for: sum first, one small GEMM
-            dqkv = path.sum_by_example(dqkv)                                      # (examples, T, 3H)
+        if lines is not None:              # only each example's sum is asked for: sum first, one small GEMM
+            dqkv = lines.sum_by_example(dqkv)                                      # (examples, T, 3H)
             return linear_input_grad(dqkv, qkv_weight, dqkv.shape[:-1] + (H,)), grads   # (examples, T, H)
         dx = linear_input_grad(dqkv, qkv_weight, x.shape)                         # (B, T, H)
         return dx, grads
@@ -218,10 +218,10 @@ class FastBertAttention(BertAttention):
     attention and the output dense of rows [a, b)."""
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None, rows=None,
-                all_queries=False, path=None):
+                all_queries=False, lines=None):
         query_rows = None if all_queries else rows
         context, probs, self_cache = self.self.forward(hidden_states, attention_mask, head_mask, first_row, record,
-                                                       query_rows, path)
+                                                       query_rows, lines)
         residual = hidden_states
         if rows is not None:
             residual = hidden_states[:, rows[0]:rows[1]]
@@ -234,12 +234,12 @@ class FastBertAttention(BertAttention):
     def backward(self, dout, cache, dprobs=None, record=None):
         self_cache, output_cache = cache
         rows = self_cache.get("rows", self_cache.get("context_rows"))
-        if self_cache.get("path") is not None:         # rows of an AffineRows: each example's sum (above)
-            path = self_cache["path"]
+        if self_cache.get("lines") is not None:         # rows of an AffineRows: each example's sum (above)
+            lines = self_cache["lines"]
             dcontext, dresidual, grads = self.output.backward(dout, output_cache)
             dx, g = self.self.backward(dcontext, self_cache, dprobs, record)                 # (examples, T, H)
             grads.update(g)
-            dx += path.sum_by_example(dresidual)                                  # the residual path
+            dx += lines.sum_by_example(dresidual)                                  # the residual path
             return dx, grads
         if rows is None:
             return super().backward(dout, cache, dprobs, record)
