@@ -97,7 +97,7 @@ def _saved_per_device(saved_args, args):
 
 
 def _ranks_change(trainer, path, saved_args, changes):
-    """A data-parallel run (npbert/training/data_parallel.py) cuts each epoch into micro-steps of
+    """A data-parallel run (Trainer._update, npbert/training/trainer.py) cuts each epoch into micro-steps of
     ranks x per_device_train_batch_size examples.  Resuming on another number of ranks with the
     same micro-step continues the same run (the batches, the dropout masks, the schedule: only
     the order of the gradient sum differs): the per-device change is then dropped from
