@@ -18,20 +18,19 @@ parameter's `.grad` (npbert/modeling/parameter.py); `model.zero_grad()` clears t
 import contextlib
 import inspect
 import threading
-import warnings
 from collections import namedtuple
 
 import numpy as np
 
 from npbert.config import BertConfig
-from npbert.paths import PATHS, PathWarning, get_path
 
 from .fast import FAST_TWINS
 from .fast_attention import share_qkv_memory
 from .loading import _SKIP_INIT, CheckpointMixin, _no_init  # noqa: F401 (_no_init: weights_tools, tests)
 from .loss import make_loss
 from .loss_terms import HeadDeclaration
-from .module import ModelState, Module, ModuleList
+from .model_path import ModelPath
+from .module import ModelState, Module
 from .torch_api import TorchModuleAPI
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -62,7 +61,7 @@ def _check_dtype(dtype):
     return dtype.type
 
 
-class BertPreTrainedModel(HeadDeclaration, CheckpointMixin, TorchModuleAPI, Module):
+class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModuleAPI, Module):
     base_model_prefix = "bert"
     # Parameters under these prefixes may be missing from a checkpoint: they are then
     # initialised fresh with a warning (a task head, or the pooler), as transformers does.
@@ -98,52 +97,6 @@ class BertPreTrainedModel(HeadDeclaration, CheckpointMixin, TorchModuleAPI, Modu
             return True
         base = getattr(self, self.base_model_prefix, None)
         return isinstance(base, Module) and base is not self and not name.startswith(self.base_model_prefix + ".")
-
-    # ---- the path (npbert/paths.py): fixed when the model is built, switched by set_path --------
-    @property
-    def path(self):
-        """"fast" or "reference": the path this model's modules and ops were built for."""
-        return self.state.path
-
-    def set_path(self, path):
-        """Rebuild this model's modules for `path` ("fast" or "reference"): each module with a fast
-        twin (npbert/modeling/fast.py) is replaced by a module of the other class holding the same
-        parameters, and every module computes with that path's ops.  The model's own attributes are
-        updated; a submodule object taken out of the model before the switch keeps its old class.
-        The last forward's activations are dropped (run a new forward before backward()).  As
-        transformers' `model.set_attn_implementation`.  Returns the model."""
-        if path not in PATHS:
-            raise ValueError(f"set_path: path must be one of {', '.join(map(repr, PATHS))}, got {path!r}")
-        if not self._is_root:
-            raise ValueError(f"set_path is called on the whole model, not on its submodule {self.prefix!r}")
-        state = self.state
-        if path == state.path:
-            return self
-        state.path = path
-        reference = {twin: cls for cls, twin in state.twins.items()}
-        # children before their parents, so that a replacement copies its children's replacements
-        for _, module in reversed(list(self.named_modules())):
-            for name, child in list(module.named_children()):
-                base = reference.get(type(child), type(child))
-                want = state.module_class(base)
-                if isinstance(child, Module) and type(child) is not want:
-                    replacement = want.__new__(want)
-                    replacement.__dict__.update(child.__dict__)
-                    if isinstance(module, ModuleList):
-                        list.__setitem__(module, int(name), replacement)
-                    else:
-                        object.__setattr__(module, name, replacement)
-        self._cache = None
-        return self
-
-    def _warn_if_other_path(self):
-        """A model runs on its own path; say so once when the path in force now is another."""
-        now = get_path()
-        if now != self.state.path and getattr(self, "_warned_path", None) != now:
-            self._warned_path = now
-            warnings.warn(f"{type(self).__name__} was built on the {self.state.path} path and runs on it, although "
-                          f"the {now} path is on now: npbert.set_path and using_path choose the path of models built "
-                          f"after them; call model.set_path({now!r}) to switch this one", PathWarning, stacklevel=3)
 
     @property
     def dtype(self):
