@@ -44,10 +44,10 @@ def test_the_example_is_a_model_with_transformers_names():
 def test_its_backward_equals_finite_differences(path):
     """float64, dropout on (the masks held fixed by check_model): every parameter, sampled entries;
     gradcheck's scale-aware verdict (npbert/gradcheck.py)."""
-    model, batch = model_and_batch()
-    with npbert.using_path(path):
+    with npbert.using_path(path):                       # the model is built on `path`
+        model, batch = model_and_batch()
         checks = check_model(model.train(), batch, {"loss": 1.0}, max_entries=4)
-    assert set(checks) == set(model.state.params)
+    assert model.path == path and set(checks) == set(model.state.params)
     bad = {n: (c.error, c.note) for n, c in checks.items() if not c.ok}
     assert not bad, bad
 
