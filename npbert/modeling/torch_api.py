@@ -8,12 +8,50 @@
     model.get_output_embeddings()      cls.predictions.decoder (its weight IS the word embeddings'), or None
     model.tie_weights()                transformers' tie: here a check, the two are one Parameter
     model.resize_token_embeddings(n)   V -> n rows (and the MLM bias), config.vocab_size = n
+    model.to("cpu"), model.cpu()       the model itself (npbert runs on the CPU); "cuda" is an error
+    model.to(np.float64), .double()    every parameter converted (.float(): float32)
 
 npbert's parameters live in the model's one dict `model.state.params`; `resize_token_embeddings`
 puts a NEW (n, H) Parameter there (as torch's makes a new nn.Embedding): an optimizer built
 before holds the old one and says so when stepped (build it again after resizing).
 """
 import numpy as np
+
+from .fast_attention import share_qkv_memory
+
+_CPU_ONLY = ("npbert runs on the CPU only (NumPy, no GPU): model.to({what!r}) is not possible. Tutorials that "
+             "pick `device = 'cuda' if torch.cuda.is_available() else 'cpu'` run unchanged (with no GPU they take "
+             "'cpu'); or write model.to('cpu'), which returns the model as it is")
+
+
+def _device_type(device):
+    """"cpu", "cuda", ... of a device given as torch accepts it: "cuda:0", torch.device("cpu"), 0."""
+    if isinstance(device, (int, np.integer)) and not isinstance(device, bool):
+        return "cuda"                                   # torch: an int is a CUDA device index
+    text = str(getattr(device, "type", device))
+    return text.split(":")[0].strip().lower()
+
+
+def _as_float_dtype(dtype):
+    """np.float32 / np.float64 from a NumPy dtype, its name, or torch.float32 / torch.float64; others
+    (float16, bfloat16, integers) are an error: npbert computes in float32 or float64."""
+    name = str(dtype).replace("torch.", "")
+    name = {"float": "float32", "double": "float64", "half": "float16"}.get(name, name)
+    try:
+        dt = np.dtype(name if str(dtype).startswith("torch.") else dtype)
+    except TypeError:
+        raise TypeError(f"to(): {dtype!r} is not a dtype npbert knows; npbert computes in float32 or float64") from None
+    if dt not in (np.float32, np.float64):
+        raise TypeError(f"to(): npbert models compute in float32 or float64, not {dt}")
+    return dt.type
+
+
+def _is_dtype(x):
+    if isinstance(x, (np.dtype, type)):
+        return True
+    text = str(x)
+    return text.startswith("torch.") and not hasattr(x, "shape") or text in (
+        "float32", "float64", "float16", "bfloat16", "float", "double", "half")
 
 
 class TorchModuleAPI:
@@ -113,3 +151,60 @@ class TorchModuleAPI:
         self.config.vocab_size = n
         self._cache = None                     # a forward before the resize cannot be differentiated now
         return self.get_input_embeddings()
+
+    # ---- devices and dtypes, as torch's Module.to --------------------------------------------
+    def to(self, *args, **kwargs):
+        """torch's `model.to(device)`, `model.to(dtype)`, `model.to(device, dtype)`, `model.to(tensor)`
+        (its device and dtype) and the keywords device=, dtype=, non_blocking=, copy=, memory_format=.
+        The device must be the CPU ("cpu", "cpu:0", torch.device("cpu")): the model is returned as it
+        is; any other device is an error that says so.  A dtype (float32 or float64) converts every
+        parameter, as `model.to(torch.float64)` does; an optimizer built before holds the old arrays,
+        so build it after converting.  Returns the model."""
+        device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None), kwargs.pop("copy", None), kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword(s) {sorted(kwargs)}")
+        for a in args:
+            if _is_dtype(a):
+                dtype = a
+            elif hasattr(a, "dtype") and hasattr(a, "shape"):         # a tensor or an array: its device and dtype
+                device = getattr(a, "device", device)
+                dtype = a.dtype
+            else:
+                device = a
+        if device is not None and _device_type(device) != "cpu":
+            raise RuntimeError(_CPU_ONLY.format(what=str(device)))
+        if dtype is not None:
+            self._convert(_as_float_dtype(dtype))
+        return self
+
+    def cpu(self):
+        """The model itself: npbert computes on the CPU."""
+        return self
+
+    def cuda(self, device=None):
+        raise RuntimeError(_CPU_ONLY.format(what="cuda" if device is None else f"cuda:{device}"))
+
+    def double(self):
+        """Every parameter to float64 (torch's Module.double()).  Returns the model."""
+        return self.to(np.float64)
+
+    def float(self):
+        """Every parameter to float32 (torch's Module.float()).  Returns the model."""
+        return self.to(np.float32)
+
+    def half(self):
+        raise TypeError("half(): npbert models compute in float32 or float64, not float16")
+
+    def _convert(self, dtype):
+        if not self._is_root:
+            raise ValueError(f"to({np.dtype(dtype).name}) converts the whole model: call it on the model, not on "
+                             f"its submodule {self.prefix!r}")
+        state = self.state
+        if dtype == state.dtype:
+            return
+        for name in list(state.params):
+            state.params[name] = state.arrays[name].astype(dtype)       # new Parameters (their .grad None)
+        state.dtype = dtype
+        share_qkv_memory(state)          # Q, K, V as blocks of one array again (npbert/modeling/fast_attention.py)
+        self._cache = None               # a forward in the old dtype cannot be differentiated now
