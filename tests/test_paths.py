@@ -87,6 +87,9 @@ def test_set_path_switches_a_model_to_the_other_classes_with_the_same_parameters
     np.testing.assert_allclose(model(input_ids=ids).logits, want, rtol=1e-12, atol=1e-15)   # float64 round-off
     model.set_path("reference")
     assert type(model.bert.encoder.layer[1].attention.self) is npbert.modeling.BertSelfAttention
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PathWarning)                     # an explicit choice is not warned about
+        model(input_ids=ids)
     with pytest.raises(ValueError, match="'fast', 'reference'"):
         model.set_path("turbo")
     with pytest.raises(ValueError, match="whole model"):

@@ -37,6 +37,7 @@ class ModelPath:
         if path == state.path:
             return self
         state.path = path
+        state.global_path_then = get_path()      # an explicit choice: no PathWarning while this path is on
         reference = {twin: cls for cls, twin in state.twins.items()}
         # children before their parents, so that a replacement copies its children's replacements
         for _, module in reversed(list(self.named_modules())):
@@ -54,9 +55,10 @@ class ModelPath:
         return self
 
     def _warn_if_other_path(self):
-        """A model runs on its own path; say so once when the path in force now is another."""
+        """A model runs on its own path; say so once when the path in force now is another than the
+        model's and than the one in force when its path was chosen (built, or set_path)."""
         now = get_path()
-        if now != self.state.path and getattr(self, "_warned_path", None) != now:
+        if now not in (self.state.path, self.state.global_path_then) and getattr(self, "_warned_path", None) != now:
             self._warned_path = now
             warnings.warn(f"{type(self).__name__} was built on the {self.state.path} path and runs on it, although "
                           f"the {now} path is on now: npbert.set_path and using_path choose the path of models built "

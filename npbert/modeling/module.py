@@ -49,6 +49,7 @@ class ModelState:
     def __init__(self, config, dtype, rng, path=None):
         self.config = config
         self.path = get_path() if path is None else path   # "fast" or "reference": the model's modules and ops
+        self.global_path_then = get_path()                  # the path in force when self.path was chosen
         self.dtype = dtype
         self.params = ParameterDict(self)   # name -> Parameter, in named_parameters() order
         self.arrays = self.params.arrays    # name -> plain ndarray view of the same memory: what the ops get
