@@ -27,7 +27,7 @@ from npbert.config import BertConfig
 from .fast import FAST_TWINS
 from .fast_attention import share_qkv_memory
 from .loading import _SKIP_INIT, CheckpointMixin, _no_init  # noqa: F401 (_no_init: weights_tools, tests)
-from .loss import make_loss
+from .loss import make_loss, remember_outputs
 from .loss_terms import HeadDeclaration
 from .model_path import ModelPath
 from .module import ModelState, Module
@@ -287,6 +287,8 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
                             else None)
         if output.get("loss") is not None:                  # loss.backward() runs this model's backward
             output["loss"] = make_loss(output["loss"], self, self._forward_id)
+        if keep:                                             # a loss computed from them can be differentiated
+            remember_outputs(self, self._forward_id, output)
         if output_intermediates:
             output.intermediates = intermediates
         if return_dict:

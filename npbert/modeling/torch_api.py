@@ -58,16 +58,17 @@ class TorchModuleAPI:
     """Mixed into BertPreTrainedModel: torch's and transformers' whole-model idioms."""
 
     # ---- loss.backward() -------------------------------------------------------------------
-    def _backward_into_grads(self, scale, retain_graph, forward_id):
+    def _backward_into_grads(self, upstream, retain_graph, forward_id):
         """What `loss.backward()` runs (npbert/modeling/loss.py): the backward of the forward that
-        made the loss, each gradient of d (scale * loss) / d p added into p.grad (None -> it), as
-        torch accumulates.  Frozen parameters get none, and neither does a parameter the loss did
-        not use (as torch leaves their .grad None)."""
+        made the loss, with the upstream gradients {output name: gradient} ({"loss": scale} for the
+        model's own loss), each parameter's gradient added into p.grad (None -> it), as torch
+        accumulates.  Frozen parameters get none, and neither does a parameter the loss did not
+        use (as torch leaves their .grad None)."""
         if forward_id != self._forward_id:
             raise RuntimeError(f"loss.backward(): this loss comes from forward call {forward_id} of the "
                                f"{type(self).__name__}, which has been called again since (call {self._forward_id}); "
                                "only the last call's activations are kept: call backward() on the last loss")
-        grads, _ = self._run_backward(retain_graph, {"loss": scale})
+        grads, _ = self._run_backward(retain_graph, dict(upstream))
         params, frozen = self.state.params, self.state.frozen
         for name, g in grads.items():
             if name in frozen:                      # (a Linear computes dW and db together when one is trainable)
