@@ -14,13 +14,27 @@ from hypothesis.extra.numpy import arrays
 from npbert.ops.layer_norm import layer_norm_forward
 from npbert.ops.softmax import softmax_forward
 
+import npbert
 import npbert.testing as nt
 from bert_helpers import random_model, tiny_config
 
 SETTINGS = settings(max_examples=40, deadline=None)
 MODEL_SETTINGS = settings(max_examples=20, deadline=None)
-MODEL = random_model(tiny_config(num_hidden_layers=2), seed=40)
-V, TYPES, P = MODEL.config.vocab_size, MODEL.config.type_vocab_size, MODEL.config.max_position_embeddings
+CONFIG = tiny_config(num_hidden_layers=2)
+V, TYPES, P = CONFIG.vocab_size, CONFIG.type_vocab_size, CONFIG.max_position_embeddings
+_MODELS = {}
+
+
+def model(seed=40, positions=True):
+    """The test model, built on the path in force (a model's path is fixed when it is built), once
+    per path; without positions: its position embeddings zero."""
+    key = (seed, positions, npbert.get_path())
+    if key not in _MODELS:
+        m = random_model(tiny_config(num_hidden_layers=2), seed=seed)
+        if not positions:
+            m.state.params["embeddings.position_embeddings.weight"][...] = 0
+        _MODELS[key] = m
+    return _MODELS[key]
 
 
 def finite(lo, hi):
@@ -51,9 +65,9 @@ def test_softmax_rows_sum_to_one(x):
 
 
 def padded_batch():
-    """npbert.testing's model inputs for MODEL (padded rows, masks with holes, one-token
+    """npbert.testing's model inputs for the model (padded rows, masks with holes, one-token
     sequences) as (ids, types, mask)."""
-    return nt.model_inputs(MODEL.config, max_batch=3, max_seq=6).map(
+    return nt.model_inputs(CONFIG, max_batch=3, max_seq=6).map(
         lambda x: (x["input_ids"], x["token_type_ids"], x["attention_mask"]))
 
 
@@ -81,17 +95,13 @@ def test_ids_under_padding_do_not_change_unpadded_outputs(batch, seed):
     ids2, types2 = ids.copy(), types.copy()
     ids2[mask == 0] = rng.integers(0, V, size=int((mask == 0).sum()))
     types2[mask == 0] = rng.integers(0, TYPES, size=int((mask == 0).sum()))
-    a = MODEL(input_ids=ids, token_type_ids=types, attention_mask=mask)
-    b = MODEL(input_ids=ids2, token_type_ids=types2, attention_mask=mask)
+    a = model()(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    b = model()(input_ids=ids2, token_type_ids=types2, attention_mask=mask)
     keep = mask.astype(bool)
     # A masked key gets probability exp(finfo.min - max) = 0 exactly, so it adds exact zeros:
     # the unpadded outputs are the same numbers, not just close.
     assert np.array_equal(a.last_hidden_state[keep], b.last_hidden_state[keep])
     assert np.array_equal(a.pooler_output, b.pooler_output)      # position 0 is never padded
-
-
-NO_POSITIONS = random_model(tiny_config(num_hidden_layers=2), seed=41)
-NO_POSITIONS.state.params["embeddings.position_embeddings.weight"][...] = 0
 
 
 @MODEL_SETTINGS
@@ -100,8 +110,8 @@ def test_permutation_equivariance_without_positions(batch, random):
     ids, types, mask = batch
     T = ids.shape[1]
     perm = np.array(random.sample(range(T), T))
-    a = NO_POSITIONS(input_ids=ids, token_type_ids=types, attention_mask=mask, output_attentions=True)
-    b = NO_POSITIONS(input_ids=ids[:, perm], token_type_ids=types[:, perm], attention_mask=mask[:, perm],
+    a = model(41, positions=False)(input_ids=ids, token_type_ids=types, attention_mask=mask, output_attentions=True)
+    b = model(41, positions=False)(input_ids=ids[:, perm], token_type_ids=types[:, perm], attention_mask=mask[:, perm],
                      output_attentions=True)
     # The same sums in another order (softmax, probs @ V): a few ulps of the largest entry.
     scale = np.abs(a.last_hidden_state).max()
@@ -115,13 +125,13 @@ def test_permutation_equivariance_without_positions(batch, random):
 def test_backward_is_linear_in_upstream(B, T, alpha, beta, seed):
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, V, size=(B, T))
-    H = MODEL.config.hidden_size
+    H = CONFIG.hidden_size
     d1 = {"last_hidden_state": rng.standard_normal((B, T, H)), "pooler_output": rng.standard_normal((B, H))}
     d2 = {"last_hidden_state": rng.standard_normal((B, T, H)), "pooler_output": rng.standard_normal((B, H))}
-    MODEL(input_ids=ids)
-    g1 = MODEL.backward(**d1, retain_graph=True)
-    g2 = MODEL.backward(**d2, retain_graph=True)
-    g = MODEL.backward(**{k: alpha * d1[k] + beta * d2[k] for k in d1})
+    model()(input_ids=ids)
+    g1 = model().backward(**d1, retain_graph=True)
+    g2 = model().backward(**d2, retain_graph=True)
+    g = model().backward(**{k: alpha * d1[k] + beta * d2[k] for k in d1})
     for name in g:
         # Exact in exact arithmetic; round-off ~eps times the largest term.  The key bias's
         # gradient is analytically zero, pure round-off of the layer's scale, so it is measured
