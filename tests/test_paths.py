@@ -104,3 +104,33 @@ def test_no_module_class_is_rewritten_in_npbert():
     hits = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py")
             for i, line in enumerate(p.read_text().splitlines(), 1) if "__class__ =" in line]
     assert not hits, hits
+
+
+def test_the_reference_self_attention_computes_through_its_leaves_and_the_attention_op(monkeypatch):
+    """Stepping through BertSelfAttention.forward on the reference path enters Linear.forward for the
+    query, key and value and npbert.ops' attention op (spies on both; the backward likewise)."""
+    from npbert.modeling.nn import Linear
+    calls = []
+    for name in ("forward", "backward"):
+        original = getattr(Linear, name)
+
+        def spy(self, *args, _original=original, _name=name):
+            calls.append((_name, self.prefix))
+            return _original(self, *args)
+        monkeypatch.setattr(Linear, name, spy)
+    for name in ("attention_forward", "attention_backward"):
+        original = getattr(npbert.ops, name)
+
+        def op_spy(*args, _original=original, _name=name, **kwargs):
+            calls.append((_name, None))
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(npbert.ops, name, op_spy)
+    with npbert.using_path("reference"):
+        model = npbert.BertModel(_tiny(), dtype=np.float64)
+        attention = model.encoder.layer[0].attention.self
+        x = np.random.default_rng(0).normal(size=(2, 3, 8))
+        context, probs, cache = attention.forward(x)
+        attention.backward(np.ones_like(context), cache)
+    prefix = "encoder.layer.0.attention.self."
+    assert calls == ([("forward", prefix + p) for p in ("query.", "key.", "value.")] + [("attention_forward", None)]
+                     + [("attention_backward", None)] + [("backward", prefix + p) for p in ("query.", "key.", "value.")])
