@@ -21,9 +21,11 @@ from .layers import layer_names
 from .pictures import (head_importance_png, pruning_curve_png, relevance_map_png, token_heatmap_html,
                        token_heatmap_png)
 from .quadrature import METHODS, step_sizes_and_alphas
+from .targets import OutputMax, OutputSoftmax, OutputSum
 from .views import head_view_data, neuron_view_data
 
-__all__ = ["saliency", "input_x_gradient", "integrated_gradients", "layer_conductance", "Attribution",
+__all__ = ["OutputMax", "OutputSum", "OutputSoftmax",
+           "saliency", "input_x_gradient", "integrated_gradients", "layer_conductance", "Attribution",
            "attention_rollout", "attention_flow", "grad_rollout", "AttentionRelevance",
            "head_importance", "pruning_curve", "evaluate", "HeadImportance", "PruningCurve",
            "default_baseline_ids", "layer_names", "METHODS", "step_sizes_and_alphas",

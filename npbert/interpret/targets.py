@@ -11,6 +11,8 @@
     BertModel                          U, an array (B, T, H)           sum(last_hidden_state[b] * U[b])
     any model                          {output name: U (B, ...)}       sum over the names of sum(output[b] * U[b])
     a head of your own                 c (a class index)               logits[b, c] (its declaration's default)
+    any model                          OutputMax(name), OutputSum(name), OutputSoftmax(name, c): a function
+                                       of one output per example, as captum's forward functions
 
 Which rows of the table a model takes is its own declaration, `model.attribution_targets`
 ({kind: output name}, npbert/modeling/loss_terms.py); nothing here knows npbert's head classes.
@@ -63,6 +65,80 @@ class Target:
         return ups
 
 
+class OutputFunction:
+    """A target that is a function of one output, per example, as captum's tutorials write their
+    forward functions (`start_logits.max(1).values`):
+
+        OutputMax(name)             F_b = max of output[b] over its entries   (the entry moves along
+                                    an integration path; its gradient is 1 at the entry that is the
+                                    max at each point, as torch's max backward)
+        OutputSum(name)             F_b = sum of output[b]
+        OutputSoftmax(name, c)      F_b = softmax(output[b])[c], output (B, K): a probability
+
+    Build one and pass it as `target=`, e.g. integrated_gradients(model, inputs,
+    target=OutputMax("start_logits"))."""
+
+    index = weights = None
+    last_axis = None
+
+    def __init__(self, name, description):
+        if not isinstance(name, str):
+            raise TypeError(f"the output's name must be a string such as 'logits', got {name!r}")
+        self.name, self.description = name, description
+
+    def _rows(self, out):
+        a = np.asarray(out[self.name])
+        return a, a.reshape(a.shape[0], -1)                               # (R, ...), (R, E)
+
+
+class OutputMax(OutputFunction):
+    def __init__(self, name):
+        super().__init__(name, f"max({name}[b])")
+
+    def values(self, out, B):
+        return self._rows(out)[1].max(axis=1)                             # (R,)
+
+    def upstream(self, out, B):
+        a, flat = self._rows(out)
+        d = np.zeros_like(flat)                                           # (R, E)
+        d[np.arange(flat.shape[0]), flat.argmax(axis=1)] = 1              # the first max, as torch.max
+        return {self.name: d.reshape(a.shape)}
+
+
+class OutputSum(OutputFunction):
+    def __init__(self, name):
+        super().__init__(name, f"sum({name}[b])")
+
+    def values(self, out, B):
+        return self._rows(out)[1].sum(axis=1)
+
+    def upstream(self, out, B):
+        return {self.name: np.ones_like(np.asarray(out[self.name]))}
+
+
+class OutputSoftmax(OutputFunction):
+    def __init__(self, name, index):
+        super().__init__(name, f"softmax({name}[b])[{index}]")
+        self.c = _check_int("class", index, None, "")
+
+    def _probs(self, out):
+        a = np.asarray(out[self.name])
+        if a.ndim != 2 or not self.c < a.shape[1]:
+            raise ValueError(f"target: {self.description} needs {self.name} of shape (B, K) with K > {self.c}, "
+                             f"got {a.shape}")
+        e = np.exp(a - a.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)                           # (R, K)
+
+    def values(self, out, B):
+        return self._probs(out)[:, self.c]
+
+    def upstream(self, out, B):
+        p = self._probs(out)                                              # dp_c / dz_k = p_c ([k = c] - p_k)
+        d = -p[:, self.c:self.c + 1] * p
+        d[:, self.c] += p[:, self.c]
+        return {self.name: d}
+
+
 def _per_example(target, B, is_one):
     """captum's rule: one target for all, or a list of B (one per example)."""
     if isinstance(target, list):
@@ -97,6 +173,8 @@ def resolve_target(model, target, B, T):
     forms = model.attribution_targets
     if forms is None:
         raise TypeError(model.attribution_refusal or f"npbert.interpret does not handle {type(model).__name__}")
+    if isinstance(target, OutputFunction):          # a function of an output (its name checked after a forward)
+        return target
     if target is None:
         raise ValueError(f"a target is needed for {type(model).__name__}: " + "; or ".join(
             _FORMS[k] for k in forms))
