@@ -79,11 +79,12 @@ class Adam(Optimizer):
             # this thread's run [lo, hi), a cache-sized piece at a time: the kernel's dozen
             # passes then read and write the L2 cache rather than memory; the check of the
             # gradient reads a piece that is already there
-            for a in range(lo, hi, _PIECE):
-                b = min(a + _PIECE, hi)
-                _adam_kernel(*(x[a:b] for x in flat[:5]), flat[5][a:b] if g2 is not None else None, c)
-                if not all_finite(flat[1][a:b]):
-                    nonfinite.append(a)
+            with np.errstate(invalid="ignore"):          # a nan gradient: said once by step()
+                for a in range(lo, hi, _PIECE):
+                    b = min(a + _PIECE, hi)
+                    _adam_kernel(*(x[a:b] for x in flat[:5]), flat[5][a:b] if g2 is not None else None, c)
+                    if not all_finite(flat[1][a:b]):
+                        nonfinite.append(a)
         parallel_for(pieces, p.size)
         return not nonfinite
 

@@ -68,6 +68,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
                       RuntimeWarning, stacklevel=2)
     coef = float(max_norm) / (total + 1e-6)
     if coef < 1.0 or math.isnan(coef):             # torch's clamp(coef, max=1) keeps a nan
-        for g in arrays:
-            g *= g.dtype.type(coef)
+        with np.errstate(invalid="ignore"):       # 0 * inf: a non-finite total, warned about above
+            for g in arrays:
+                g *= g.dtype.type(coef)
     return total

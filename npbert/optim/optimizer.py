@@ -210,11 +210,14 @@ class Optimizer:
                     raise TypeError(f"{type(self).__name__}.step: gradient of {name!r} is {g.dtype}, "
                                     f"the parameter {p.dtype}")
                 state = self.state.setdefault(name, {})
-                if fast:
-                    finite = self._update(name, p, g, group, state)
-                else:
-                    finite = bool(np.isfinite(g).all())
-                    self._update_reference(name, p, g, group, state)
+                # invalid: inf / inf and 0 * inf come only from a non-finite gradient, which is
+                # reported below by name (the threaded kernel quiets its own threads)
+                with np.errstate(invalid="ignore"):
+                    if fast:
+                        finite = self._update(name, p, g, group, state)
+                    else:
+                        finite = bool(np.isfinite(g).all())
+                        self._update_reference(name, p, g, group, state)
                 if not finite:
                     nonfinite.append(name)
         if nonfinite:
