@@ -202,3 +202,18 @@ def test_frozen_parameters_and_missing_gradients_are_left_alone(make, path):
         untouched = name.startswith("bert.embeddings") or name == "classifier.bias"
         assert np.array_equal(p, before[name]) == untouched, name
         assert (name in opt.state) == (not untouched), name
+
+
+def test_the_docs_show_the_reference_lines_as_they_are():
+    """docs/optimizers.md shows the reference steps as text blocks: every line shown is a line
+    of npbert/optim/reference.py, so the page cannot drift from the code."""
+    import os
+    import re
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    page = open(os.path.join(root, "docs", "optimizers.md"), encoding="utf-8").read()
+    source = open(os.path.join(root, "npbert", "optim", "reference.py"), encoding="utf-8").read().splitlines()
+    shown = re.findall(r"^```text\n(.*?)^```", page, re.S | re.M)
+    lines = [line for block in shown for line in block.splitlines() if line.strip()]
+    assert len(shown) >= 2 and len(lines) >= 18
+    missing = [line for line in lines if line not in source]
+    assert not missing, missing
