@@ -19,9 +19,8 @@ import math
 
 import numpy as np
 
-from npbert.fast.parallel import parallel_for
-
-from .optimizer import Optimizer, all_finite
+from .optimizer import Optimizer
+from .pieces import update_in_pieces
 from .reference import adam_step
 
 
@@ -68,29 +67,8 @@ class Adam(Optimizer):
                  step_size=lr / (1 - beta1 ** t), bias_correction2_sqrt=math.sqrt(1 - beta2 ** t))
         tmp = self._scratch_like(p)
         g2 = self._scratch_like(p, 1) if wd != 0 and not self._decoupled else None
-        arrays = [p, g, m, v, tmp] + ([g2] if g2 is not None else [])
-        if p.size < _PARALLEL_MIN or not all(a.flags.c_contiguous for a in arrays):
-            _adam_kernel(p, g, m, v, tmp, g2, c)
-            return all_finite(g)
-        flat = [a.reshape(-1) for a in arrays] + [None]   # views: every piece is written in place
-        nonfinite = []
-
-        def pieces(lo, hi):
-            # this thread's run [lo, hi), a cache-sized piece at a time: the kernel's dozen
-            # passes then read and write the L2 cache rather than memory; the check of the
-            # gradient reads a piece that is already there
-            with np.errstate(invalid="ignore"):          # a nan gradient: said once by step()
-                for a in range(lo, hi, _PIECE):
-                    b = min(a + _PIECE, hi)
-                    _adam_kernel(*(x[a:b] for x in flat[:5]), flat[5][a:b] if g2 is not None else None, c)
-                    if not all_finite(flat[1][a:b]):
-                        nonfinite.append(a)
-        parallel_for(pieces, p.size)
-        return not nonfinite
-
-
-_PARALLEL_MIN = 1 << 16          # elements: smaller parameters are updated in the calling thread
-_PIECE = 1 << 16                 # elements per piece: a piece's five or six arrays stay in cache between passes
+        return update_in_pieces(lambda p, g, m, v, tmp, g2: _adam_kernel(p, g, m, v, tmp, g2, c),
+                                [p, g, m, v, tmp, g2], grad=1)
 
 
 def _adam_kernel(p, g, m, v, tmp, g2, c):
