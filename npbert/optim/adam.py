@@ -8,17 +8,20 @@ For a parameter p with gradient g, at step t = 1, 2, ...:
     v <- beta2 * v + (1 - beta2) * g * g
     p <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 
-Every array is updated in place in the parameter's dtype.  The temporaries live in one
-preallocated scratch buffer (two for Adam with weight decay), so a step allocates nothing; a
-large parameter is updated in pieces on npbert's threads (elementwise, so the result is the same).
+This file is the fast path's step (npbert's default): every array is updated in place in the
+parameter's dtype, the temporaries live in one preallocated scratch buffer (two for Adam with
+weight decay), so a step allocates nothing, and a large parameter is updated in cache-sized
+pieces on npbert's threads (elementwise, so the result is the same).  The reference path's step
+is `reference.adam_step`, the rule above line by line; the optimizer reads npbert.get_path() at
+each step() (optimizer.py).
 """
 import math
 
 import numpy as np
 
-from npbert.fast.parallel import parallel_for
-
 from .optimizer import Optimizer
+from .pieces import update_in_pieces
+from .reference import adam_step
 
 
 class Adam(Optimizer):
@@ -41,29 +44,31 @@ class Adam(Optimizer):
         if not 0.0 <= group["weight_decay"]:
             raise ValueError(f"{where}: Invalid weight_decay value: {group['weight_decay']}")
 
-    def _update(self, name, p, g, group, state):
-        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
-        beta1, beta2 = group["betas"]
+    def _init_state(self, p, state):
+        """The state both paths keep (so a checkpoint of one resumes on the other)."""
         if not state:
             state["step"] = 0
             state["exp_avg"] = np.zeros_like(p)                  # m
             state["exp_avg_sq"] = np.zeros_like(p)               # v
         state["step"] += 1
+
+    def _update_reference(self, name, p, g, group, state):
+        self._init_state(p, state)
+        beta1, beta2 = group["betas"]
+        adam_step(p, g, state["exp_avg"], state["exp_avg_sq"], state["step"], group["lr"], beta1, beta2,
+                  group["eps"], group["weight_decay"], self._decoupled)
+
+    def _update(self, name, p, g, group, state):
+        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        self._init_state(p, state)
         t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
         c = dict(lr=lr, eps=eps, wd=wd, beta1=beta1, beta2=beta2, decoupled=self._decoupled,
                  step_size=lr / (1 - beta1 ** t), bias_correction2_sqrt=math.sqrt(1 - beta2 ** t))
         tmp = self._scratch_like(p)
         g2 = self._scratch_like(p, 1) if wd != 0 and not self._decoupled else None
-        arrays = [p, g, m, v, tmp] + ([g2] if g2 is not None else [])
-        if p.size >= _PARALLEL_MIN and all(a.flags.c_contiguous for a in arrays):
-            flat = [a.reshape(-1) for a in arrays]        # views: every piece is written in place
-            parallel_for(lambda lo, hi: _adam_kernel(*(a[lo:hi] for a in flat[:5]),
-                                                     flat[5][lo:hi] if g2 is not None else None, c), p.size)
-        else:
-            _adam_kernel(p, g, m, v, tmp, g2, c)
-
-
-_PARALLEL_MIN = 1 << 16          # elements: smaller parameters are updated in the calling thread
+        return update_in_pieces(lambda p, g, m, v, tmp, g2: _adam_kernel(p, g, m, v, tmp, g2, c),
+                                [p, g, m, v, tmp, g2], grad=1)
 
 
 def _adam_kernel(p, g, m, v, tmp, g2, c):

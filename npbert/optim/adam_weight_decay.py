@@ -11,12 +11,18 @@ For a parameter p with gradient g (no step count, no bias correction):
 Google's run_pretraining / run_classifier use it with weight_decay=0.01, eps=1e-6,
 exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"], a linear warmup then a
 polynomial (power 1) decay to 0, and the gradients clipped to global norm 1.0 first.
+
+`_update` below is the fast path's step (in place, in scratch buffers, a large parameter in
+cache-sized pieces on npbert's threads);
+`reference.adam_weight_decay_step` the reference path's, the rule above line by line.
 """
 import re
 
 import numpy as np
 
 from .optimizer import Optimizer
+from .pieces import update_in_pieces
+from .reference import adam_weight_decay_step
 
 
 def uncorrected_adam_update(g, m, v, beta1, beta2, eps, out):
@@ -59,13 +65,31 @@ class AdamWeightDecay(Optimizer):
             return False
         return not any(re.search(pattern, name) for pattern in group["exclude_from_weight_decay"])
 
-    def _update(self, name, p, g, group, state):
-        beta1, beta2 = group["betas"]
+    @staticmethod
+    def _init_state(p, state):
+        """The state both paths keep (so a checkpoint of one resumes on the other)."""
         if not state:
             state["m"] = np.zeros_like(p)
             state["v"] = np.zeros_like(p)
-        tmp = uncorrected_adam_update(g, state["m"], state["v"], beta1, beta2, group["eps"], self._scratch_like(p))
-        if self._do_use_weight_decay(name, group):
-            tmp += group["weight_decay"] * p              # update += wd * p
-        tmp *= group["lr"]
-        p -= tmp                                          # p <- p - lr * update
+
+    def _update_reference(self, name, p, g, group, state):
+        self._init_state(p, state)
+        beta1, beta2 = group["betas"]
+        wd = group["weight_decay"] if self._do_use_weight_decay(name, group) else 0.0
+        adam_weight_decay_step(p, g, state["m"], state["v"], group["lr"], beta1, beta2, group["eps"], wd)
+
+    def _update(self, name, p, g, group, state):
+        beta1, beta2 = group["betas"]
+        self._init_state(p, state)
+        wd = group["weight_decay"] if self._do_use_weight_decay(name, group) else 0.0
+        lr, eps = group["lr"], group["eps"]
+
+        def kernel(p, g, m, v, tmp, decay):
+            uncorrected_adam_update(g, m, v, beta1, beta2, eps, tmp)   # tmp = m / (sqrt(v) + eps)
+            if decay is not None:
+                np.multiply(p, wd, out=decay)
+                tmp += decay                                   # update += wd * p
+            tmp *= lr
+            p -= tmp                                           # p <- p - lr * update
+        decay = self._scratch_like(p, 1) if wd else None
+        return update_in_pieces(kernel, [p, g, state["m"], state["v"], self._scratch_like(p), decay], grad=1)

@@ -16,13 +16,17 @@ Each step, for every parameter with a gradient g (no bias correction):
     v <- beta2 v + (1 - beta2) g^2
     update <- m / (sqrt(v) + e) + weight_decay * p     (decoupled, as AdamW)
     p <- p - lr * schedule(step / t_total) * update
+
+`BertAdam._update` is the fast path's step (in place, in scratch buffers); `reference.bert_adam_step`
+the reference path's, the rule above line by line.
 """
 import math
 
 import numpy as np
 
 from .adam_weight_decay import uncorrected_adam_update
-from .optimizer import Optimizer
+from .optimizer import Optimizer, all_finite
+from .reference import bert_adam_step
 
 
 class _LRSchedule:
@@ -113,13 +117,27 @@ class BertAdam(Optimizer):
                 lrs.append(group["lr"] * self.schedule.get_lr(self.state[name]["step"]))
         return lrs
 
-    def _update(self, name, p, g, group, state):
+    @staticmethod
+    def _init_state(p, state):
+        """The state both paths keep (so a checkpoint of one resumes on the other)."""
         if not state:
             state["step"] = 0
             state["next_m"] = np.zeros_like(p)
             state["next_v"] = np.zeros_like(p)
+
+    def _update_reference(self, name, p, g, group, state):
+        self._init_state(p, state)
+        lr = group["lr"] * self.schedule.get_lr(state["step"])          # the scheduled rate
+        bert_adam_step(p, g, state["next_m"], state["next_v"], lr, group["b1"], group["b2"], group["e"],
+                       group["weight_decay"], group["max_grad_norm"])
+        state["step"] += 1
+
+    def _update(self, name, p, g, group, state):
+        self._init_state(p, state)
+        finite = None
         if group["max_grad_norm"] > 0:                       # per-parameter clipping, into a copy
             norm = float(np.sqrt(np.vdot(g, g)))
+            finite = math.isfinite(norm) or all_finite(g)
             coef = min(group["max_grad_norm"] / (norm + 1e-6), 1.0)
             g = np.multiply(g, coef, out=self._scratch_like(p, 1))
         # m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2;  update = m / (sqrt(v) + e)
@@ -130,3 +148,4 @@ class BertAdam(Optimizer):
         tmp *= group["lr"] * self.schedule.get_lr(state["step"])
         p -= tmp
         state["step"] += 1
+        return all_finite(g) if finite is None else finite

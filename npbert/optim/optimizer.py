@@ -20,11 +20,20 @@ model sees every step without being told.
 
 Misuse is named, never a silent no-op: an array that is not a model's parameter (p.T, a copy),
 a parameter of a freed model or one the model replaced, a frozen parameter (a warning: it gets no
-gradient), a step() when no parameter has a gradient (a warning naming the groups).
+gradient), a step() when no parameter has a gradient (a warning naming the groups), a gradient
+holding nan or inf (a RuntimeWarning naming the parameters; the step is applied, as torch's).
+
+Which step runs is read from npbert.get_path() at each step() call: "fast" (the default) runs
+each optimizer's in-place threaded kernel, "reference" the plain functions of reference.py.  Both
+keep the same state arrays under the same names, so state_dict() from one loads into the other
+and a run may switch path between steps.
 """
+import math
 import warnings
 
 import numpy as np
+
+from npbert.paths import get_path
 
 
 def _entries(params, where):
@@ -62,8 +71,19 @@ def _entries(params, where):
     return entries
 
 
+def all_finite(x):
+    """True when every element of x is finite (no nan, no inf).  A contiguous x is checked by its
+    dot product with itself, one read without a temporary (a square of nan or inf is not
+    finite); only when that overflows is the elementwise test run."""
+    if x.flags.c_contiguous and x.size and math.isfinite(float(np.vdot(x.reshape(-1), x.reshape(-1)))):
+        return True
+    return bool(np.isfinite(x).all())
+
+
 class Optimizer:
-    """Base class.  A subclass sets `defaults` and implements `_update(name, p, g, group, state)`."""
+    """Base class.  A subclass sets `defaults` and implements the step twice: `_update(name, p, g,
+    group, state)`, the fast path's in-place kernel, which returns whether g was all finite, and
+    `_update_reference(...)`, the rule as written in reference.py.  Both keep the same state."""
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
@@ -175,6 +195,8 @@ class Optimizer:
         if unknown:
             raise KeyError(f"{type(self).__name__}.step: gradients for parameters this optimizer does not hold: "
                            f"{unknown[:5]}{' ...' if len(unknown) > 5 else ''}")
+        fast = get_path() == "fast"            # read at each step: a run may switch path between steps
+        nonfinite = []
         for group in self.param_groups:
             for name in group["params"]:
                 g = grads.get(name)
@@ -187,8 +209,29 @@ class Optimizer:
                 if g.dtype != p.dtype:
                     raise TypeError(f"{type(self).__name__}.step: gradient of {name!r} is {g.dtype}, "
                                     f"the parameter {p.dtype}")
-                self._update(name, p, g, group, self.state.setdefault(name, {}))
+                state = self.state.setdefault(name, {})
+                # invalid: inf / inf and 0 * inf come only from a non-finite gradient, which is
+                # reported below by name (the threaded kernel quiets its own threads)
+                with np.errstate(invalid="ignore"):
+                    if fast:
+                        finite = self._update(name, p, g, group, state)
+                    else:
+                        finite = bool(np.isfinite(g).all())
+                        self._update_reference(name, p, g, group, state)
+                if not finite:
+                    nonfinite.append(name)
+        if nonfinite:
+            self._warn_nonfinite(nonfinite)
         return result
+
+    def _warn_nonfinite(self, names):
+        """A nan or inf in a gradient: the step is applied as torch.optim applies it (the
+        parameter and its moments become nan/inf), and said, naming the parameters."""
+        warnings.warn(f"{type(self).__name__}.step(): the gradient of {len(names)} parameter(s) holds nan or inf, "
+                      f"first {names[0]!r}{' (also ' + ', '.join(map(repr, names[1:4])) + (' ...' if len(names) > 4 else '') + ')' if len(names) > 1 else ''}; "
+                      "the update was applied as torch.optim applies it, so those parameters now hold nan/inf. "
+                      "Check the loss and the inputs of this step; to refuse such a step instead, call "
+                      "clip_grad_norm_(..., error_if_nonfinite=True) before step()", RuntimeWarning, stacklevel=3)
 
     def _scratch_like(self, p, index=0):
         """A view shaped like p into a preallocated buffer (one per dtype and index): the

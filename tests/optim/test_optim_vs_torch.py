@@ -1,7 +1,9 @@
 """npbert.optim against torch.optim, transformers' schedules and pytorch-pretrained-bert's BertAdam.
 
 Every comparison runs a tiny BertForSequenceClassification in float64 (dropout 0) on both sides
-with the same weights and batches, and compares every parameter after every step.
+with the same weights and batches, and compares every parameter after every step; the optimizer
+steps on the fast path and, in the cases marked `reference`, on the reference path
+(npbert/optim/reference.py).
 
 Tolerance: REL_TOL (1e-9, normwise relative, from tests/heads/headhelpers.py).  The gradients
 already differ by float64 round-off (~1e-13, summation order); Adam's m / sqrt(v) keeps relative
@@ -46,7 +48,7 @@ def torch_groups(theirs, base_lr, head_lr, wd):
     return groups
 
 
-def run_both(opt_name, schedule="linear", steps=30, warmup=5, clip=1.0, sched_kwargs=None):
+def run_both(opt_name, schedule="linear", steps=30, warmup=5, clip=1.0, sched_kwargs=None, path="fast"):
     ours, theirs = make_models("BertForSequenceClassification", num_labels=2)
     base_lr, head_lr, wd = 1e-3, 2e-3, 0.01
     groups = optim.optimizer_grouped_parameters(ours, weight_decay=wd, no_decay=NO_DECAY, lr=base_lr, head_lr=head_lr)
@@ -60,7 +62,8 @@ def run_both(opt_name, schedule="linear", steps=30, warmup=5, clip=1.0, sched_kw
         ours(**batch)
         grads = ours.backward()
         norm = optim.clip_grad_norm_(grads, clip)
-        opt.step(grads)
+        with npbert.using_path(path):                 # the optimizer's step on `path`; the model's as set
+            opt.step(grads)
         sched.step()
 
         theirs.zero_grad()
@@ -77,9 +80,10 @@ def run_both(opt_name, schedule="linear", steps=30, warmup=5, clip=1.0, sched_kw
     return ours
 
 
+@pytest.mark.parametrize("path", ["fast", "reference"])
 @pytest.mark.parametrize("opt_name", ["AdamW", "Adam"])
-def test_adam_family_equals_torch_with_groups_clipping_and_schedule(opt_name):
-    ours = run_both(opt_name)
+def test_adam_family_equals_torch_with_groups_clipping_and_schedule(opt_name, path):
+    ours = run_both(opt_name, path=path, steps=30 if path == "fast" else 10)     # 10: the reference, in less time
     # The run changed the model (so the comparison above compared something).
     fresh, _ = make_models("BertForSequenceClassification", num_labels=2)
     assert rel(ours.state.params["classifier.weight"], fresh.state.params["classifier.weight"]) > 1e-3
@@ -148,10 +152,11 @@ def test_scheduler_errors():
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.parametrize("schedule,warmup,t_total", [("warmup_linear", 0.2, 12), ("warmup_cosine", 0.1, 12),
-                                                     ("warmup_constant", 0.3, 12), ("warmup_linear", -1, -1),
-                                                     ("none", 0.1, 12)])
-def test_bert_adam_equals_pytorch_pretrained_bert(schedule, warmup, t_total):
+@pytest.mark.parametrize("schedule,warmup,t_total,path", [
+    ("warmup_linear", 0.2, 12, "fast"), ("warmup_cosine", 0.1, 12, "fast"), ("warmup_constant", 0.3, 12, "fast"),
+    ("warmup_linear", -1, -1, "fast"), ("none", 0.1, 12, "fast"),
+    ("warmup_linear", 0.2, 12, "reference")])
+def test_bert_adam_equals_pytorch_pretrained_bert(schedule, warmup, t_total, path):
     ppb = load_ppb_optimization()
     ours, theirs = make_models("BertForSequenceClassification", num_labels=2)
     # max_grad_norm 0.05 is below most per-parameter gradient norms here, so the per-parameter
@@ -164,7 +169,8 @@ def test_bert_adam_equals_pytorch_pretrained_bert(schedule, warmup, t_total):
         ours(**batch)
         grads = ours.backward()
         clipped += sum(np.linalg.norm(g) > 0.05 for g in grads.values())
-        opt.step(grads)
+        with npbert.using_path(path):
+            opt.step(grads)
         theirs.zero_grad()
         theirs(**{k: t(v) for k, v in batch.items()}).loss.backward()
         topt.step()
@@ -195,7 +201,8 @@ def adam_weight_decay_reference(params, grads_seq, lr, wd, b1, b2, eps, exclude)
     return params
 
 
-def test_adam_weight_decay_equals_google_formula():
+@pytest.mark.parametrize("path", ["fast", "reference"])
+def test_adam_weight_decay_equals_google_formula(path):
     rng = np.random.default_rng(3)
     params = {"bert.encoder.layer.0.attention.self.query.weight": rng.normal(size=(4, 4)),
               "bert.encoder.layer.0.attention.self.query.bias": rng.normal(size=4),
@@ -207,7 +214,8 @@ def test_adam_weight_decay_equals_google_formula():
     opt = optim.AdamWeightDecay(list(live.items()), lr=0.01, weight_decay=0.1, eps=1e-6,
                                 exclude_from_weight_decay=exclude)
     for grads in grads_seq:
-        opt.step({k: g.copy() for k, g in grads.items()})
+        with npbert.using_path(path):
+            opt.step({k: g.copy() for k, g in grads.items()})
     for k in params:
         # The same float64 operations in the same order except fused in-place forms: 1e-14.
         np.testing.assert_allclose(live[k], expected[k], rtol=1e-14, atol=0)
