@@ -1,6 +1,7 @@
 """`npbert explain`.
 
     npbert explain [--model DIR] [--text "..."] [--dtype float32|float64] [--seed N] [--random]
+    npbert explain --html OUT.html [--text_pair "..."] [...]    (one page: npbert/cli/explain_html.py)
 
 `explain` runs one sentence through a small BERT and prints, stage by stage, every
 tensor of the forward pass: its name (as in docs/ and the state_dict), its shape with
@@ -64,11 +65,19 @@ def add_parser(commands):
                          help="dtype of the forward walk (the gradient check always runs in float64)")
     explain.add_argument("--seed", type=non_negative_int, default=0,
                          help="seed of the random model, the upstream gradients and the sampled entries")
+    explain.add_argument("--html", metavar="OUT.html",
+                         help="write the walk as one self-contained page instead (docs/explain.md)")
+    explain.add_argument("--text_pair", default=None, help="a second sentence, token type 1 (with --html)")
     explain.set_defaults(run=explain_command)
     return explain
 
 
 def explain_command(args):
+    if args.html is not None:
+        from npbert.cli.explain_html import write_html      # here: explain_html imports this module
+        return write_html(args)
+    if args.text_pair is not None:
+        raise CliError("--text_pair is shown by the page only: add --html OUT.html", status=2)
     return explain(args)
 
 
