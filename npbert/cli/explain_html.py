@@ -58,12 +58,13 @@ def summary(x):
     return {"mean": float(x.mean()), "std": float(x.std()), "min": float(x.min()), "max": float(x.max())}
 
 
-def check(name, mine, ref, tol, checks):
-    """mine against ref: max|diff| <= tol (1 + max|ref|), as the text explain's checks."""
+def check(name, mine, ref, tol, checks, what=None):
+    """mine against ref: max|diff| <= tol (1 + max|ref|), as the text explain's checks.  `what`: the
+    sentence the page shows (default: "= name of the model")."""
     mine, ref = np.asarray(mine, dtype=np.float64), np.asarray(ref, dtype=np.float64)
     diff = float(np.max(np.abs(mine - ref))) if mine.shape == ref.shape else float("inf")
     ok = checks.add(name, diff <= tol * (1.0 + float(np.max(np.abs(ref)))))
-    return {"against": name, "max_abs_diff": diff, "tol": tol, "ok": ok}
+    return {"against": name, "what": what or f"= {name} of the model", "max_abs_diff": diff, "tol": tol, "ok": ok}
 
 
 def _href(path, page_dir):
@@ -156,12 +157,18 @@ def build_data(args, out_path, log=None):
     loss = float(np.sum(out64.pooler_output * u) + np.sum(out64.last_hidden_state * w))
     model64.backward(pooler_output=u, last_hidden_state=w)
     bchecks = {"embeddings": {"sum": check("model.inputs_embeds_grad", grads["embeddings"]["sum"],
-                                           model64.inputs_embeds_grad, BACKWARD_TOL, checks)},
+                                           model64.inputs_embeds_grad, BACKWARD_TOL, checks,
+                                           "= model.inputs_embeds_grad after model.backward")},
                "layers": [], "pooler": {}}
     for i, (dy, dx) in enumerate(layer_io):
         ref = reference.layer_backward(p64, c, i, dy, caches64[1][i], {})   # the reference's own layer backward
-        bchecks["layers"].append({"layer_output": check(f"reference.layer_backward({i}) dx", dx, ref,
-                                                        BACKWARD_TOL, checks)})
+        attn, g = caches64[1][i]["attn"], grads["layers"][i]
+        dq = (g["scores"] * attn["scale"]) @ attn["k"]            # in the forward: scores = Q K^T / sqrt(D) + mask
+        bchecks["layers"].append({
+            "layer_output": check(f"reference.layer_backward({i})", dx, ref, BACKWARD_TOL, checks,
+                                  f"d layer input, from the gradients of this layer's stages, = reference.layer_backward({i})"),
+            "scores": check(f"attention_backward({i}) d query", dq, g["query"], BACKWARD_TOL, checks,
+                            "d scores K / sqrt(D) = d query of npbert.ops attention_backward")})
 
     # The text explain's gradient check (finite differences), its table kept as text.
     text = io.StringIO()

@@ -104,7 +104,7 @@ function heatmap(panel, sl, seq, onRowClick) {
 function checkLine(ch, what) {
   if (!ch) return null;
   const e = make("div", "check " + (ch.ok ? "ok" : "bad"));
-  e.textContent = `${ch.ok ? "\u2713" : "\u2717"} ${what} = ${ch.against}: max|diff| ${ch.max_abs_diff.toExponential(1)} ` +
+  e.textContent = `${ch.ok ? "\u2713" : "\u2717"} ${what} ${ch.what}: max|diff| ${ch.max_abs_diff.toExponential(1)} ` +
     `(tolerance ${ch.tol.toExponential(0)} \u00d7 (1 + max|value|))`;
   return e;
 }
