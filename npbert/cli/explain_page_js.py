@@ -6,6 +6,8 @@ SCRIPT = r"""
 "use strict";
 const errors = [];
 window.addEventListener("error", e => { errors.push(String(e.message || e)); setStatus(); });
+const consoleError = console.error.bind(console);
+console.error = (...a) => { errors.push(a.join(" ")); consoleError(...a); };
 const $ = (sel, el) => (el || document).querySelector(sel);
 const make = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls;
   if (text !== undefined) e.textContent = text; return e; };
