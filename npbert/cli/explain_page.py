@@ -51,6 +51,7 @@ nav select { font: inherit; padding: 2px 4px; }
 .ptitle.grad { color: #8a4b08; }
 canvas.map { display: block; max-width: 100%; }
 .bar { display: flex; align-items: center; gap: 6px; font-size: 11.5px; color: #5b6373; margin-top: 4px; }
+.bar .clip { color: #9aa3b3; }
 .bar canvas { width: 160px; height: 10px; border: 1px solid #ccd2dd; }
 .nums, .hover { font: 12px ui-monospace, monospace; color: #333; white-space: pre; }
 .hover { color: #5b6373; min-height: 1.4em; }
@@ -136,7 +137,9 @@ checked against <code>reference.layer_backward</code> and <code>model.backward</
 <div class="panel"><div class="ptitle">w = d loss / d last_hidden_state</div><div id="loss-w"></div></div></div></div>
 <p>Each stage below is recomputed from the parameters by <code>npbert/reference.py</code> (the link goes to its line),
 in the order of the forward pass; a stage that is an output of the model is checked against it.
-Colours: red positive, blue negative, white zero, scaled to the largest |value| shown; probabilities white to blue, 0 to 1.</p>
+Colours: red positive, blue negative, white zero, saturating at the 99th percentile of |value| shown
+(BERT's few outlier dimensions would otherwise leave the rest white); probabilities white to blue, 0 to 1.
+Hover over a map to read a value.</p>
 <h2 id="embeddings">Embeddings <small>BertEmbeddings, docs/embeddings.md</small></h2>
 <div id="embeddings-cards"></div>
 <h2 id="layer"><span id="layer-title">encoder.layer</span> <small>BertLayer: choose the layer and head at the top</small></h2>

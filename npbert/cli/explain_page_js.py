@@ -51,6 +51,10 @@ function stats(a) {
   const m = s / a.length;
   return {mean: m, std: Math.sqrt(Math.max(0, s2 / a.length - m * m)), min: lo, max: hi};
 }
+function percentile99(a) {
+  const s = Float32Array.from(a, Math.abs).sort(), v = s[Math.min(s.length - 1, Math.floor(0.99 * s.length))];
+  return Math.max(v, 1e-30);
+}
 const tokenLabel = t => `${t} ${DATA.tokens[t]}`;
 
 // One heatmap: canvas with token labels, a colour bar, numbers and a hover read-out.
@@ -72,7 +76,10 @@ function heatmap(panel, sl, seq, onRowClick) {
   rowLabels.forEach((s, r) => { ctx.textAlign = "right"; ctx.fillText(s, lw - 5, lh + ch * (r + 0.5)); });
   colLabels.forEach((s, c) => { ctx.save(); ctx.translate(lw + cw * (c + 0.5), lh - 5); ctx.rotate(-Math.PI / 2);
     ctx.textAlign = "left"; ctx.fillText(s, 0, 0); ctx.restore(); });
-  const st = stats(sl.data), range = seq ? 1 : Math.max(Math.abs(st.min), Math.abs(st.max), 1e-30);   // probabilities: 0 to 1
+  // Colours: probabilities 0 to 1; other tensors +-the 99th percentile of |value| (BERT has a few
+  // outlier dimensions that would leave the rest white), the values beyond it saturated.
+  const st = stats(sl.data), range = seq ? 1 : percentile99(sl.data);
+  const clipped = !seq && range < Math.max(-st.min, st.max);
   for (let r = 0; r < sl.rows; r++) for (let c = 0; c < sl.cols; c++) {
     const x = Math.floor(lw + c * cw), x1 = Math.floor(lw + (c + 1) * cw);
     ctx.fillStyle = css(colour(sl.data[r * sl.cols + c] / range, seq));
@@ -82,7 +89,9 @@ function heatmap(panel, sl, seq, onRowClick) {
   const bar = make("div", "bar"), bc = make("canvas"), bctx = bc.getContext("2d");
   bc.width = 160; bc.height = 10;
   for (let i = 0; i < 160; i++) { bctx.fillStyle = css(colour(seq ? i / 159 : i / 79.5 - 1, seq)); bctx.fillRect(i, 0, 1, 10); }
-  bar.append(make("span", "", fmt(seq ? 0 : -range)), bc, make("span", "", fmt(range)));
+  bar.append(make("span", "", (clipped ? "\u2264 " : "") + fmt(seq ? 0 : -range)), bc,
+             make("span", "", (clipped ? "\u2265 " : "") + fmt(range)));
+  if (clipped) bar.appendChild(make("span", "clip", "(99th percentile of |value|)"));
   panel.appendChild(bar);
   panel.appendChild(make("div", "nums", `mean ${fmt(st.mean)}   std ${fmt(st.std)}   min ${fmt(st.min)}   max ${fmt(st.max)}`));
   const hover = make("div", "hover", "\u00a0"); panel.appendChild(hover);
