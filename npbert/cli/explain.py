@@ -30,6 +30,7 @@ import numpy as np
 
 import npbert
 from npbert.cli.common import CliError, non_negative_int
+from npbert.cli.explain_html import write_html
 from npbert.cli.explain_walk import REL_TOL, Checks, gradient_check, walk_forward  # noqa: F401 (REL_TOL: for tests)
 
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog."
@@ -74,8 +75,7 @@ def add_parser(commands):
 
 def explain_command(args):
     if args.html is not None:
-        from npbert.cli.explain_html import write_html      # here: explain_html imports this module
-        return write_html(args)
+        return write_html(args, load_model, tokenize)
     if args.text_pair is not None:
         raise CliError("--text_pair is shown by the page only: add --html OUT.html", status=2)
     return explain(args)

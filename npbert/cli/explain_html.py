@@ -26,7 +26,6 @@ import numpy as np
 import npbert
 from npbert import reference
 from npbert.cli.common import CliError
-from npbert.cli.explain import load_model, tokenize
 from npbert.cli.explain_page import render_page
 from npbert.cli.explain_stages import SECTIONS, run_backward, run_forward, source_line
 from npbert.cli.explain_walk import Checks, gradient_check, upstream_gradients
@@ -76,8 +75,9 @@ def _href(path, page_dir):
     return urllib.parse.quote(rel.replace(os.sep, "/"))
 
 
-def pair_tokens(args, model_dir, config):
-    """(tokens, ids (B, T), token_type_ids (B, T), tokenizer description) for --text [--text_pair]."""
+def pair_tokens(args, model_dir, config, tokenize):
+    """(tokens, ids (B, T), token_type_ids (B, T), tokenizer description) for --text [--text_pair];
+    tokenize: the text explain's (npbert/cli/explain.py)."""
     P, V = config.max_position_embeddings, config.vocab_size
     if args.text_pair is None:
         tokens, ids, how = tokenize(args.text, model_dir, P, V)
@@ -123,12 +123,13 @@ def _stage_rows(section, table, values, grads, layer, page_dir, ref_file, docs_d
     return rows
 
 
-def build_data(args, out_path, log=None):
-    """Everything the page shows, as the dict embedded in it; and the Checks."""
+def build_data(args, out_path, load_model, tokenize):
+    """Everything the page shows, as the dict embedded in it; and the Checks.  load_model, tokenize:
+    the text explain's, passed in by npbert/cli/explain.py (which imports this module)."""
     dtype = np.float32 if args.dtype == "float32" else np.float64
     model, model_dir, description = load_model(args, dtype)
     c = model.config
-    tokens, ids, types, how = pair_tokens(args, model_dir, c)
+    tokens, ids, types, how = pair_tokens(args, model_dir, c, tokenize)
     B, T = ids.shape
     attention_mask = np.ones_like(ids)                                   # (B, T): no padding
     checks = Checks()
@@ -218,7 +219,7 @@ def _split_checks(forward, backward):
     return {k: {"forward": forward.get(k), "backward": backward.get(k)} for k in keys}
 
 
-def write_html(args, out=None):
+def write_html(args, load_model, tokenize, out=None):
     """`npbert explain --html OUT`: build the data, write the page atomically, print one summary."""
     out = sys.stdout if out is None else out
     start = time.perf_counter()
@@ -228,7 +229,7 @@ def write_html(args, out=None):
         raise CliError(f"--html {path}: the folder {folder} does not exist", status=2)
     if os.path.isdir(path):
         raise CliError(f"--html {path}: is a folder; give a file name such as explain.html", status=2)
-    data, checks = build_data(args, path)
+    data, checks = build_data(args, path, load_model, tokenize)
     page = render_page(data)
     try:
         with atomic_write(path, "w") as f:
