@@ -245,6 +245,10 @@ function main() {
     heatmap($("#" + id), slice({value: t, dims, shape: t.shape}, "value"), false, null);
   }
   if (hash.get("selftest")) selfTest();
+  let resize = null;                         // the maps fit their panels: redraw when the window changes
+  window.addEventListener("resize", () => { clearTimeout(resize); resize = setTimeout(() => {
+    document.querySelectorAll("#embeddings-cards .stage, #pooler-cards .stage").forEach(el => drawCard(el, el._stage));
+    drawLayer(); }, 200); });
   setStatus("ok");
 }
 try { main(); } catch (e) { errors.push(`${e.name}: ${e.message}`); setStatus(); throw e; }
