@@ -151,7 +151,7 @@ def build_data(args, out_path, load_model, tokenize):
     # Backward, in float64: the loss of the text explain's gradient check, stage by stage.
     model64 = _model64(model, model_dir, args)
     p64 = model64.state_dict()
-    acts64, caches64 = run_forward(p64, c, ids, types)
+    _, caches64 = run_forward(p64, c, ids, types)
     u, w = upstream_gradients(np.random.default_rng(args.seed), B, T, c.hidden_size)   # (B, H), (B, T, H)
     grads, layer_io = run_backward(p64, c, caches64, u, w)
     out64 = model64(input_ids=ids, attention_mask=attention_mask, token_type_ids=types)

@@ -71,7 +71,7 @@ LAYER = [
      'y, c["out_ln"]'),
 ]
 POOLER = [
-    ("first", "pooler", "last_hidden_state[:, 0]  ([CLS])", "h[:, 0]", "B,H", "encoder.md",
+    ("first", "pooler", "last_hidden_state[:, 0]  ([CLS]; its gradient: the pooler's part)", "h[:, 0]", "B,H", "encoder.md",
      reference.pooler_forward, 'h[:, 0])'),
     ("dense", "pooler.dense", "pooler dense", "h[:, 0] W_p^T + b_p", "B,H", "encoder.md", reference.pooler_forward,
      '_linear(p, "pooler.dense"'),
