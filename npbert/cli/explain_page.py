@@ -50,7 +50,9 @@ nav select { font: inherit; padding: 2px 4px; }
 .ptitle { font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: #5b6373; margin-bottom: 4px; }
 .ptitle.grad { color: #8a4b08; }
 canvas.map { display: block; max-width: 100%; }
-.bar { display: flex; align-items: center; gap: 6px; font-size: 11.5px; color: #5b6373; margin-top: 4px; }
+.bar { display: flex; flex-wrap: wrap; align-items: center; gap: 2px 6px; font-size: 11.5px; color: #5b6373;
+       margin-top: 4px; }
+.bar span { white-space: nowrap; }
 .bar .clip { color: #9aa3b3; }
 .bar canvas { width: 160px; height: 10px; border: 1px solid #ccd2dd; }
 .nums, .hover { font: 12px ui-monospace, monospace; color: #333; white-space: pre; }
