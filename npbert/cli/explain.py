@@ -69,6 +69,9 @@ def add_parser(commands):
     explain.add_argument("--html", metavar="OUT.html",
                          help="write the walk as one self-contained page instead (docs/explain.md)")
     explain.add_argument("--text_pair", default=None, help="a second sentence, token type 1 (with --html)")
+    explain.add_argument("--label", type=non_negative_int, default=None,
+                         help="with --html and a sequence-classification checkpoint: the class whose "
+                              "cross-entropy the page's backward differentiates")
     explain.set_defaults(run=explain_command)
     return explain
 
@@ -76,8 +79,8 @@ def add_parser(commands):
 def explain_command(args):
     if args.html is not None:
         return write_html(args, load_model, tokenize)
-    if args.text_pair is not None:
-        raise CliError("--text_pair is shown by the page only: add --html OUT.html", status=2)
+    if args.text_pair is not None or args.label is not None:
+        raise CliError("--text_pair and --label are shown by the page only: add --html OUT.html", status=2)
     return explain(args)
 
 

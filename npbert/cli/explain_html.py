@@ -14,6 +14,7 @@ one fails, as the text `explain`.
     H = hidden size, N = attention heads, D = H / N head size, I = intermediate size
 """
 import base64
+import inspect
 import io
 import json
 import os
@@ -28,6 +29,7 @@ from npbert import reference
 from npbert.cli.common import CliError
 from npbert.cli.explain_page import render_page
 from npbert.cli.explain_stages import SECTIONS, run_backward, run_forward, source_line
+from npbert.ops.softmax import softmax_forward
 from npbert.cli.explain_walk import Checks, gradient_check, upstream_gradients
 from npbert.io._atomic import atomic_write
 
@@ -104,10 +106,11 @@ def _model64(model, model_dir, args):
     return npbert.BertModel.from_pretrained(args.model or model_dir, dtype=np.float64)
 
 
-def _stage_rows(section, table, values, grads, layer, page_dir, ref_file, docs_dir, checks_by_key):
+def _stage_rows(section, table, values, grads, layer, page_dir, repo, checks_by_key):
     rows = []
     for key, module, label, formula, dims, doc, function, piece in table:
         line = source_line(function, piece)
+        source = os.path.abspath(inspect.getsourcefile(function))
         rows.append({
             "section": section, "layer": layer, "key": key,
             "module": module.replace("{i}", str(layer)) if layer is not None else module,
@@ -116,9 +119,9 @@ def _stage_rows(section, table, values, grads, layer, page_dir, ref_file, docs_d
             "value": tensor(values[key]), "summary": summary(values[key]),
             "grad": tensor(grads[key]), "grad_summary": summary(grads[key]),
             "check": checks_by_key.get(key, {"forward": None, "backward": None}),
-            "source": {"file": "npbert/reference.py", "line": line, "function": function.__name__,
-                       "href": f"{_href(ref_file, page_dir)}#L{line}"},
-            "doc": {"page": f"docs/{doc}", "href": _href(os.path.join(docs_dir, doc), page_dir)},
+            "source": {"file": os.path.relpath(source, repo).replace(os.sep, "/"), "line": line,
+                       "function": function.__qualname__, "href": f"{_href(source, page_dir)}#L{line}"},
+            "doc": {"page": f"docs/{doc}", "href": _href(os.path.join(repo, "docs", doc), page_dir)},
         })
     return rows
 
@@ -130,6 +133,7 @@ def build_data(args, out_path, load_model, tokenize):
     model, model_dir, description = load_model(args, dtype)
     c = model.config
     tokens, ids, types, how = pair_tokens(args, model_dir, c, tokenize)
+    head = _head(args, model_dir)                                         # None without --label
     B, T = ids.shape
     attention_mask = np.ones_like(ids)                                   # (B, T): no padding
     checks = Checks()
@@ -148,19 +152,43 @@ def build_data(args, out_path, load_model, tokenize):
                           for i, a in enumerate(acts["layers"])],
                "pooler": {"pooled": check("pooler_output", acts["pooler"]["pooled"], out.pooler_output, tol, checks)}}
 
-    # Backward, in float64: the loss of the text explain's gradient check, stage by stage.
+    # The head (--label): logits = pooler_output W_c^T + b_c, checked against the head model's own.
+    if head is not None:
+        labels = np.array([args.label])                                                  # (B,)
+        hout = head(input_ids=ids, attention_mask=attention_mask, token_type_ids=types, labels=labels)
+        Wc, bc = head.state_dict()["classifier.weight"], head.state_dict()["classifier.bias"]   # (K, H), (K,)
+        acts["head"] = {"logits": acts["pooler"]["pooled"] @ Wc.T.astype(dtype) + bc.astype(dtype)}   # (B, K)
+        fchecks["head"] = {"logits": check("logits", acts["head"]["logits"], hout.logits, tol, checks,
+                                           "= logits of BertForSequenceClassification")}
+
+    # Backward, in float64, stage by stage: the loss of the text explain's gradient check, or the head's.
     model64 = _model64(model, model_dir, args)
     p64 = model64.state_dict()
     _, caches64 = run_forward(p64, c, ids, types)
-    u, w = upstream_gradients(np.random.default_rng(args.seed), B, T, c.hidden_size)   # (B, H), (B, T, H)
+    if head is None:
+        u, w = upstream_gradients(np.random.default_rng(args.seed), B, T, c.hidden_size)   # (B, H), (B, T, H)
+    else:
+        # loss = -log softmax(logits)[label]: d loss / d logits = softmax(logits) - onehot(label)
+        dlogits, _ = softmax_forward(hout.logits)                                       # (B, K)
+        dlogits[np.arange(B), labels] -= 1.0
+        u, w = dlogits @ Wc, np.zeros((B, T, c.hidden_size))                            # (B, H), (B, T, H)
     grads, layer_io = run_backward(p64, c, caches64, u, w)
     out64 = model64(input_ids=ids, attention_mask=attention_mask, token_type_ids=types)
     loss = float(np.sum(out64.pooler_output * u) + np.sum(out64.last_hidden_state * w))
-    model64.backward(pooler_output=u, last_hidden_state=w)
+    g64 = model64.backward(pooler_output=u, last_hidden_state=w)
+    if head is not None:
+        loss = float(hout.loss)
+        grads["head"] = {"logits": dlogits}
+        hgrads = head.backward()                                                        # d loss, the head's own
+        names = list(g64)
+        fchecks_b = check("BertForSequenceClassification.backward()", np.concatenate([g64[n].ravel() for n in names]),
+                          np.concatenate([hgrads["bert." + n].ravel() for n in names]), BACKWARD_TOL, checks,
+                          "(softmax - onehot) W_c as d pooler_output: every BERT parameter's gradient "
+                          "= BertForSequenceClassification.backward() of its loss")
     bchecks = {"embeddings": {"sum": check("model.inputs_embeds_grad", grads["embeddings"]["sum"],
                                            model64.inputs_embeds_grad, BACKWARD_TOL, checks,
                                            "= model.inputs_embeds_grad after model.backward")},
-               "layers": [], "pooler": {}}
+               "layers": [], "pooler": {}, "head": {} if head is None else {"logits": fchecks_b}}
     for i, (dy, dx) in enumerate(layer_io):
         ref = reference.layer_backward(p64, c, i, dy, caches64[1][i], {})   # the reference's own layer backward
         attn, g = caches64[1][i]["attn"], grads["layers"][i]
@@ -174,23 +202,23 @@ def build_data(args, out_path, load_model, tokenize):
     # The text explain's gradient check (finite differences), its table kept as text.
     text = io.StringIO()
     gchecks = Checks()
-    n_checked = gradient_check(model64, ids, attention_mask, args.seed, text, gchecks, token_type_ids=types)
+    n_checked = gradient_check(model64, ids, attention_mask, args.seed, text, gchecks, token_type_ids=types,
+                               upstream=(u, w))
     for name in gchecks.failed:
         checks.failed.append(f"gradient check: {name}")
     checks.count += gchecks.count
 
     page_dir = os.path.dirname(os.path.abspath(out_path))
-    ref_file = os.path.abspath(reference.__file__)
-    docs_dir = os.path.join(os.path.dirname(os.path.dirname(ref_file)), "docs")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(reference.__file__)))      # npbert/.. (docs/ beside it)
     stages = []
     for section, table in SECTIONS:
         if section == "layer":
             for i in range(c.num_hidden_layers):
                 stages += _stage_rows("layer", table, acts["layers"][i], grads["layers"][i], i, page_dir,
-                                      ref_file, docs_dir, _split_checks(fchecks["layers"][i], bchecks["layers"][i]))
-        else:
-            stages += _stage_rows(section, table, acts[section], grads[section], None, page_dir, ref_file,
-                                  docs_dir, _split_checks(fchecks[section], bchecks[section]))
+                                      repo, _split_checks(fchecks["layers"][i], bchecks["layers"][i]))
+        elif section != "head" or head is not None:
+            stages += _stage_rows(section, table, acts[section], grads[section], None, page_dir, repo,
+                                  _split_checks(fchecks[section], bchecks[section]))
     H, N = c.hidden_size, c.num_attention_heads
     data = {
         "schema": SCHEMA,
@@ -199,18 +227,43 @@ def build_data(args, out_path, load_model, tokenize):
                   "dtype": args.dtype, "config": {"L": c.num_hidden_layers, "H": H, "N": N, "D": H // N,
                                                   "I": c.intermediate_size, "V": c.vocab_size,
                                                   "P": c.max_position_embeddings, "Y": c.type_vocab_size,
-                                                  "hidden_act": c.hidden_act}},
+                                                  "hidden_act": c.hidden_act,
+                                                  "K": None if head is None else head.config.num_labels}},
         "text": args.text, "text_pair": args.text_pair, "tokenizer": how,
         "tokens": tokens, "input_ids": ids[0].tolist(), "token_type_ids": types[0].tolist(),
-        "attention_mask": attention_mask[0].tolist(), "dims": DIMS,
-        "loss": {"formula": "loss = sum(pooler_output * u) + sum(last_hidden_state * w)",
-                 "seed": args.seed, "value": loss, "u": tensor(u), "w": tensor(w), "dtype": "float64"},
+        "attention_mask": attention_mask[0].tolist(),
+        "dims": DIMS if head is None else {**DIMS, "K": "classes (num_labels)"},
+        "loss": {"formula": ("loss = sum(pooler_output * u) + sum(last_hidden_state * w)" if head is None else
+                             f"loss = cross_entropy(logits, label={args.label}) = -log softmax(logits)[{args.label}]"),
+                 "seed": args.seed, "label": args.label, "value": loss, "u": tensor(u), "w": tensor(w),
+                 "dtype": "float64"},
         "stages": stages,
         "gradient_check": {"tensors": n_checked, "count": gchecks.count, "failed": gchecks.failed,
                            "ok": not gchecks.failed, "text": text.getvalue()},
         "checks": {"count": checks.count, "failed": checks.failed, "ok": not checks.failed},
     }
     return data, checks
+
+
+def _head(args, model_dir):
+    """--label: the checkpoint's BertForSequenceClassification in float64, or None without --label."""
+    if args.label is None:
+        return None
+    config_file = None if model_dir is None else os.path.join(model_dir, "config.json")
+    architectures = []
+    if config_file is not None and os.path.isfile(config_file):
+        with open(config_file, encoding="utf-8") as f:
+            architectures = json.load(f).get("architectures") or []
+    if "BertForSequenceClassification" not in architectures:
+        raise CliError(f"--label needs a checkpoint with a sequence-classification head (config.json "
+                       f"\"architectures\": [\"BertForSequenceClassification\"]); "
+                       f"{'the random model has none' if model_dir is None else model_dir + ' has ' + str(architectures)}: "
+                       "give such a --model DIR, or leave --label out", status=2)
+    head = npbert.BertForSequenceClassification.from_pretrained(model_dir, dtype=np.float64).eval()
+    if args.label >= head.config.num_labels:
+        raise CliError(f"--label {args.label}: the head has num_labels={head.config.num_labels} classes, "
+                       f"0 to {head.config.num_labels - 1}", status=2)
+    return head
 
 
 def _split_checks(forward, backward):

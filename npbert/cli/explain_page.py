@@ -96,8 +96,24 @@ def _tokens_table(data):
 def _legend(data):
     c, T = data["model"]["config"], len(data["tokens"])
     sizes = {"B": 1, "T": T, "F": T, "H": c["H"], "N": c["N"], "D": c["D"], "I": c["I"], "L": c["L"],
-             "V": c["V"], "P": c["P"], "Y": c["Y"]}
+             "V": c["V"], "P": c["P"], "Y": c["Y"], "K": c.get("K")}
     return "".join(f"<span><b>{d}</b>{_e(text)} = {sizes[d]}</span>" for d, text in data["dims"].items())
+
+
+def _upstream(data):
+    if data["loss"]["label"] is None:
+        return (f'with u (B, H) and w (B, T, H) drawn from N(0, 1) (seed {data["loss"]["seed"]}), in the data '
+                "block as loss.u and loss.w.")
+    return ("the loss of the sequence-classification head: it reaches BERT as u = d loss / d pooler_output = "
+            "(softmax(logits) - onehot(label)) W_c, with w = d loss / d last_hidden_state = 0 "
+            "(loss.u and loss.w in the data block).")
+
+
+def _head_section(data):
+    if data["loss"]["label"] is None:
+        return ""
+    return ('<h2 id="head">Head <small>BertForSequenceClassification: dropout (eval: none) and classifier, '
+            'docs/heads.md</small></h2>\n<div id="head-cards"></div>')
 
 
 def render_page(data):
@@ -131,8 +147,7 @@ def render_page(data):
 <h2>Tokens <small>{_e(data["tokenizer"])}; click a token to see what it attends to</small></h2>
 <div class="box tokens">{_tokens_table(data)}</div>
 <h2 id="backward">What the gradients are of <small>every stage shows its value (left) and d loss / d value (right)</small></h2>
-<div class="box"><code>{_e(data["loss"]["formula"])}</code> = {data["loss"]["value"]:.6g},
-with u (B, H) and w (B, T, H) drawn from N(0, 1) (seed {data["loss"]["seed"]}), in the data block as loss.u and loss.w.
+<div class="box"><code>{_e(data["loss"]["formula"])}</code> = {data["loss"]["value"]:.6g}, {_upstream(data)}
 The backward runs in float64 on the same weights, one stage after the other from the top down, each step
 checked against <code>reference.layer_backward</code> and <code>model.backward</code>.
 <div class="pair" style="margin-top:8px"><div class="panel"><div class="ptitle">u = d loss / d pooler_output</div><div id="loss-u"></div></div>
@@ -148,6 +163,7 @@ Hover over a map to read a value.</p>
 <div id="layer-cards"></div>
 <h2 id="pooler">Pooler <small>BertPooler, docs/encoder.md</small></h2>
 <div id="pooler-cards"></div>
+{_head_section(data)}
 <h2 id="gradient-check">Gradient check <small>model.backward against finite differences, float64, as the text
 <code>npbert explain</code>: {"passed" if g["ok"] else "FAILED"}, {g["count"]} checks over {g["tensors"]} tensors</small></h2>
 <pre>{_e(g["text"])}</pre>

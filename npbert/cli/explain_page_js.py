@@ -108,7 +108,7 @@ function heatmap(panel, sl, seq, onRowClick) {
   for (let i = 0; i < px.length; i += 4) { sig = (sig * 31 + px[i] + 7 * px[i + 1] + 13 * px[i + 2]) % 1000000007;
     if (px[i] !== px[0] || px[i + 1] !== px[1] || px[i + 2] !== px[2]) differs = true; }
   canvas.dataset.signature = String(sig);
-  state.drawn++; if (!differs) state.blank++;
+  state.drawn++; if (!differs && st.min !== st.max) state.blank++;   // values that differ, drawn as one colour
   return canvas;
 }
 
@@ -132,7 +132,7 @@ function card(stage, n) {
   const head = make("div", "head");
   head.append(make("span", "num", String(n)), make("h3", "", stage.label), make("code", "module", stage.module));
   const meta = make("div", "meta");
-  const src = make("a", "src", `npbert/reference.py:${stage.source.line}`); src.href = stage.source.href;
+  const src = make("a", "src", `${stage.source.file}:${stage.source.line}`); src.href = stage.source.href;
   src.title = `${stage.source.function}(), the line that computes this stage`;
   const doc = make("a", "doc", stage.doc.page); doc.href = stage.doc.href;
   meta.append(make("code", "formula", stage.formula), shapeBoxes(stage), src, doc);
@@ -232,8 +232,9 @@ function main() {
   $("#token").addEventListener("change", e => selectToken(Number(e.target.value)));
   document.querySelectorAll(".tokcol").forEach(e => e.addEventListener("click", () => selectToken(Number(e.dataset.t))));
   let n = 0;
-  for (const section of ["embeddings", "layer", "pooler"]) {
+  for (const section of ["embeddings", "layer", "pooler", "head"]) {
     const box = $(`#${section}-cards`);
+    if (!box) continue;                      // no head
     const stages = DATA.stages.filter(s => s.section === section && (s.layer === null || s.layer === 0));
     for (const s of stages) { const el = card(s, ++n); box.appendChild(el);
       if (section !== "layer") drawCard(el, s);
@@ -247,7 +248,7 @@ function main() {
   if (hash.get("selftest")) selfTest();
   let resize = null;                         // the maps fit their panels: redraw when the window changes
   window.addEventListener("resize", () => { clearTimeout(resize); resize = setTimeout(() => {
-    document.querySelectorAll("#embeddings-cards .stage, #pooler-cards .stage").forEach(el => drawCard(el, el._stage));
+    document.querySelectorAll("#embeddings-cards .stage, #pooler-cards .stage, #head-cards .stage").forEach(el => drawCard(el, el._stage));
     drawLayer(); }, 200); });
   setStatus("ok");
 }

@@ -16,6 +16,7 @@ import inspect
 import numpy as np
 
 from npbert import reference
+from npbert.modeling.heads.classification import BertForSequenceClassification
 from npbert.ops.activations import get_activation, tanh_backward
 from npbert.ops.attention import attention_backward
 from npbert.ops.dropout import dropout_backward
@@ -78,17 +79,23 @@ POOLER = [
     ("pooled", "pooler.activation", "tanh  (pooler_output)", "pooler_output = tanh(dense)", "B,H", "encoder.md",
      reference.pooler_forward, "pooled, tanh_cache = tanh_forward"),
 ]
-SECTIONS = (("embeddings", EMBEDDINGS), ("layer", LAYER), ("pooler", POOLER))
+# With --label and a sequence-classification checkpoint: its classifier (npbert's head module).
+HEAD = [
+    ("logits", "classifier", "classifier logits  (BertForSequenceClassification)",
+     "logits = pooler_output W_c^T + b_c   (dropout: eval)", "B,K", "heads.md",
+     BertForSequenceClassification.forward, "logits, clf_cache = F.linear_forward"),
+]
+SECTIONS = (("embeddings", EMBEDDINGS), ("layer", LAYER), ("pooler", POOLER), ("head", HEAD))
 
 
 def source_line(function, piece):
-    """The 1-based line of npbert/reference.py in `function` that contains `piece` (read from the
-    source, so the links follow the file when it changes)."""
+    """The 1-based line of `function`'s file (npbert/reference.py, or the head's module) that
+    contains `piece`, in `function` (read from the source, so the links follow the file)."""
     lines, start = inspect.getsourcelines(function)
     for k, line in enumerate(lines):
         if piece in line:
             return start + k
-    raise LookupError(f"npbert/reference.py: no line with {piece!r} in {function.__name__}: "
+    raise LookupError(f"{inspect.getsourcefile(function)}: no line with {piece!r} in {function.__qualname__}: "
                       "update npbert/cli/explain_stages.py")
 
 

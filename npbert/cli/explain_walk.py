@@ -163,11 +163,14 @@ def upstream_gradients(rng, B, T, H):
     return u, w
 
 
-def gradient_check(model, ids, attention_mask, seed, out, checks, token_type_ids=None):
-    """model.backward(pooler_output=u, last_hidden_state=w) vs centred finite differences, float64."""
+def gradient_check(model, ids, attention_mask, seed, out, checks, token_type_ids=None, upstream=None):
+    """model.backward(pooler_output=u, last_hidden_state=w) vs centred finite differences, float64.
+    upstream: (u, w), else drawn from the seed."""
     rng = np.random.default_rng(seed)
     B, T = ids.shape
     u, w = upstream_gradients(rng, B, T, model.config.hidden_size)
+    if upstream is not None:
+        u, w = upstream
 
     def loss(**inputs):                                # loss = sum(pooler_output * u) + sum(last_hidden_state * w)
         o = model(attention_mask=attention_mask, token_type_ids=token_type_ids, **inputs)

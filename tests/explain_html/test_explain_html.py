@@ -275,3 +275,71 @@ def test_a_checkpoint_directory(tmp_path, capsys):
     # float32 on both sides, other summation orders: 1e-5 of the largest value, as the page's own check
     np.testing.assert_allclose(decode(stage(data, "probs", 1)["value"]), o.attentions[1], rtol=0, atol=1e-5)
     np.testing.assert_allclose(decode(stage(data, "pooled")["value"]), o.pooler_output, rtol=0, atol=1e-5 * 2)
+
+
+def test_a_sequence_classification_head(tmp_path, capsys):
+    """--label with a BertForSequenceClassification checkpoint: the logits stage and the gradients of
+    cross_entropy(logits, label), against transformers' BertForSequenceClassification (float64)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = npbert.BertConfig(**cli_explain.TINY_CONFIG, num_labels=3)
+    head = npbert.BertForSequenceClassification(config, seed=4).eval()
+    head.save_pretrained(tmp_path / "model")
+    (tmp_path / "model" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+    status, out, path = write_page(tmp_path, capsys, "--model", str(tmp_path / "model"), "--label", "2",
+                                   "--dtype", "float64", "--text", "the lazy dog", "--text_pair", "a cat")
+    assert status == 0, out
+    _, data = page_data(path)
+    assert [s["key"] for s in data["stages"][-4:]] == ["first", "dense", "pooled", "logits"]
+    logits_stage = stage(data, "logits")
+    assert logits_stage["dims"] == ["B", "K"] and logits_stage["shape"] == [1, 3]
+    assert logits_stage["source"]["file"] == "npbert/modeling/heads/classification.py"
+    assert data["loss"]["label"] == 2 and data["model"]["config"]["K"] == 3
+    assert logits_stage["check"]["forward"]["ok"] and logits_stage["check"]["backward"]["ok"]
+
+    hf_config = transformers.BertConfig(**cli_explain.TINY_CONFIG, num_labels=3, attn_implementation="eager")
+    hf = transformers.BertForSequenceClassification(hf_config).double().eval()
+    hf.load_state_dict({k: torch.from_numpy(np.asarray(v, dtype=np.float64)) for k, v in head.state_dict().items()},
+                       strict=False)
+    seen = {}
+
+    def keep(name):
+        def hook(module, args, output):
+            output.retain_grad()
+            seen[name] = output
+        return hook
+    hooks = [hf.bert.embeddings.word_embeddings.register_forward_hook(keep("word")),
+             hf.bert.pooler.activation.register_forward_hook(keep("pooled")),
+             hf.bert.encoder.layer[1].attention.self.value.register_forward_hook(keep("value"))]
+    ids = torch.tensor([data["input_ids"]])
+    o = hf(input_ids=ids, token_type_ids=torch.tensor([data["token_type_ids"]]), labels=torch.tensor([2]))
+    o.loss.backward()
+    for h in hooks:
+        h.remove()
+    assert data["loss"]["value"] == pytest.approx(o.loss.item(), rel=1e-12)       # float64 both
+    # float32 storage of float64 numbers: 1e-6 of the largest |value| (a wrong stage is off by far more)
+    for mine, ref in ((decode(logits_stage["value"]), o.logits.detach().numpy()),
+                      (decode(data["loss"]["u"]), seen["pooled"].grad.numpy()),
+                      (decode(stage(data, "pooled")["grad"]), seen["pooled"].grad.numpy()),
+                      (decode(stage(data, "word")["grad"]), seen["word"].grad.numpy()),
+                      (decode(stage(data, "value", 1)["grad"]),
+                       seen["value"].grad.reshape(1, -1, 4, 16).permute(0, 2, 1, 3).numpy())):
+        np.testing.assert_allclose(mine, ref, rtol=0, atol=1e-6 * (1 + np.abs(ref).max()))
+    assert not decode(data["loss"]["w"]).any()                       # the head reads pooler_output only
+
+
+def test_label_usage_errors(tmp_path, capsys):
+    assert cli.main(["explain", "--random", "--label", "1"]) == 2
+    assert "--html" in capsys.readouterr().err
+    assert cli.main(["explain", "--random", "--label", "1", "--html", str(tmp_path / "p.html")]) == 2
+    assert "sequence-classification head" in capsys.readouterr().err
+    npbert.BertModel(npbert.BertConfig(**cli_explain.TINY_CONFIG)).save_pretrained(tmp_path / "m")
+    (tmp_path / "m" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+    assert cli.main(["explain", "--model", str(tmp_path / "m"), "--label", "0", "--html", str(tmp_path / "p.html")]) == 2
+    assert "BertModel" in capsys.readouterr().err
+    head = npbert.BertForSequenceClassification(npbert.BertConfig(**cli_explain.TINY_CONFIG, num_labels=2))
+    head.save_pretrained(tmp_path / "h")
+    (tmp_path / "h" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+    assert cli.main(["explain", "--model", str(tmp_path / "h"), "--label", "2", "--html", str(tmp_path / "p.html")]) == 2
+    assert "num_labels=2" in capsys.readouterr().err
+    assert not (tmp_path / "p.html").exists()
