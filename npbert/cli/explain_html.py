@@ -14,6 +14,7 @@ one fails, as the text `explain`.
     H = hidden size, N = attention heads, D = H / N head size, I = intermediate size
 """
 import base64
+import contextlib
 import inspect
 import io
 import json
@@ -21,6 +22,7 @@ import os
 import sys
 import time
 import urllib.parse
+import warnings
 
 import numpy as np
 
@@ -130,7 +132,8 @@ def build_data(args, out_path, load_model, tokenize):
     """Everything the page shows, as the dict embedded in it; and the Checks.  load_model, tokenize:
     the text explain's, passed in by npbert/cli/explain.py (which imports this module)."""
     dtype = np.float32 if args.dtype == "float32" else np.float64
-    model, model_dir, description = load_model(args, dtype)
+    with _head_weights_expected(args):
+        model, model_dir, description = load_model(args, dtype)
     c = model.config
     tokens, ids, types, how = pair_tokens(args, model_dir, c, tokenize)
     head = _head(args, model_dir)                                         # None without --label
@@ -162,7 +165,8 @@ def build_data(args, out_path, load_model, tokenize):
                                            "= logits of BertForSequenceClassification")}
 
     # Backward, in float64, stage by stage: the loss of the text explain's gradient check, or the head's.
-    model64 = _model64(model, model_dir, args)
+    with _head_weights_expected(args):
+        model64 = _model64(model, model_dir, args)
     p64 = model64.state_dict()
     _, caches64 = run_forward(p64, c, ids, types)
     if head is None:
@@ -243,6 +247,15 @@ def build_data(args, out_path, load_model, tokenize):
         "checks": {"count": checks.count, "failed": checks.failed, "ok": not checks.failed},
     }
     return data, checks
+
+
+@contextlib.contextmanager
+def _head_weights_expected(args):
+    """With --label, BertModel leaving the classifier's weights unused is the plan (the head reads them)."""
+    with warnings.catch_warnings():
+        if args.label is not None:
+            warnings.filterwarnings("ignore", message=r"Some weights of .* were not used when initializing BertModel")
+        yield
 
 
 def _head(args, model_dir):
