@@ -1,6 +1,7 @@
 """`npbert explain`.
 
     npbert explain [--model DIR] [--text "..."] [--dtype float32|float64] [--seed N] [--random]
+    npbert explain --html OUT.html [--text_pair "..."] [--label K] [...]   (one page: explain_html.py)
 
 `explain` runs one sentence through a small BERT and prints, stage by stage, every
 tensor of the forward pass: its name (as in docs/ and the state_dict), its shape with
@@ -29,6 +30,7 @@ import numpy as np
 
 import npbert
 from npbert.cli.common import CliError, non_negative_int
+from npbert.cli.explain_html import write_html
 from npbert.cli.explain_walk import REL_TOL, Checks, gradient_check, walk_forward  # noqa: F401 (REL_TOL: for tests)
 
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog."
@@ -64,11 +66,21 @@ def add_parser(commands):
                          help="dtype of the forward walk (the gradient check always runs in float64)")
     explain.add_argument("--seed", type=non_negative_int, default=0,
                          help="seed of the random model, the upstream gradients and the sampled entries")
+    explain.add_argument("--html", metavar="OUT.html",
+                         help="write the walk as one self-contained page instead (docs/explain.md)")
+    explain.add_argument("--text_pair", default=None, help="a second sentence, token type 1 (with --html)")
+    explain.add_argument("--label", type=non_negative_int, default=None,
+                         help="with --html and a sequence-classification checkpoint: the class whose "
+                              "cross-entropy the page's backward differentiates")
     explain.set_defaults(run=explain_command)
     return explain
 
 
 def explain_command(args):
+    if args.html is not None:
+        return write_html(args, load_model, tokenize)
+    if args.text_pair is not None or args.label is not None:
+        raise CliError("--text_pair and --label are shown by the page only: add --html OUT.html", status=2)
     return explain(args)
 
 

@@ -156,16 +156,24 @@ def _sample_entries(g, rng):
     return np.unique(np.concatenate([chosen, random]))
 
 
-def gradient_check(model, ids, attention_mask, seed, out, checks):
-    """model.backward(pooler_output=u, last_hidden_state=w) vs centred finite differences, float64."""
-    rng = np.random.default_rng(seed)
-    B, T = ids.shape
-    H = model.config.hidden_size
+def upstream_gradients(rng, B, T, H):
+    """The upstream gradients of the check's loss (also the page of `explain --html`)."""
     u = rng.standard_normal((B, H))                    # upstream gradient of pooler_output      (B, H)
     w = rng.standard_normal((B, T, H))                 # upstream gradient of last_hidden_state  (B, T, H)
+    return u, w
+
+
+def gradient_check(model, ids, attention_mask, seed, out, checks, token_type_ids=None, upstream=None):
+    """model.backward(pooler_output=u, last_hidden_state=w) vs centred finite differences, float64.
+    upstream: (u, w), else drawn from the seed."""
+    rng = np.random.default_rng(seed)
+    B, T = ids.shape
+    u, w = upstream_gradients(rng, B, T, model.config.hidden_size)
+    if upstream is not None:
+        u, w = upstream
 
     def loss(**inputs):                                # loss = sum(pooler_output * u) + sum(last_hidden_state * w)
-        o = model(attention_mask=attention_mask, **inputs)
+        o = model(attention_mask=attention_mask, token_type_ids=token_type_ids, **inputs)
         return float(np.sum(o.pooler_output * u) + np.sum(o.last_hidden_state * w))
 
     base = loss(input_ids=ids)
