@@ -76,17 +76,17 @@ def make_runner(impl, args):
         import numpy as np
 
         import npbert
-        model = npbert.BertModel(npbert.BertConfig(**cfg), dtype=np.float32)
         path = "reference" if impl == "npbert-reference" else "fast"   # npbert.set_path: the same numbers
+        with npbert.using_path(path):                                  # the model's path: fixed when it is built
+            model = npbert.BertModel(npbert.BertConfig(**cfg), dtype=np.float32)
 
         def run(mode):
             model.train(mode == "train_fwd_bwd")
-            with npbert.using_path(path):
-                if mode == "forward":
-                    with npbert.no_grad():              # as torch.no_grad() below
-                        return model(input_ids=ids, attention_mask=mask)
-                out = model(input_ids=ids, attention_mask=mask)
-                return out, model.backward(last_hidden_state=dH, pooler_output=dP)
+            if mode == "forward":
+                with npbert.no_grad():              # as torch.no_grad() below
+                    return model(input_ids=ids, attention_mask=mask)
+            out = model(input_ids=ids, attention_mask=mask)
+            return out, model.backward(last_hidden_state=dH, pooler_output=dP)
 
         def reset():
             model._cache = None
