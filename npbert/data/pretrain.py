@@ -2,6 +2,8 @@
 the pre-training metrics, and fill-mask as transformers' pipeline reports it."""
 import numpy as np
 
+from npbert.ops.softmax import log_softmax, softmax_forward
+
 # google-research/bert's small models (Turc et al. 2019): layers L, hidden H; heads H/64, intermediate 4H.
 MODEL_SIZES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512), "base": (12, 768)}
 
@@ -17,9 +19,7 @@ def config_for_size(size, vocab_size, max_position_embeddings=512, **overrides):
 
 def _log_softmax(x):
     """log softmax over the last axis, in float64.   x: (..., C)"""
-    x = np.asarray(x, dtype=np.float64)
-    shifted = x - x.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return log_softmax(np.asarray(x, dtype=np.float64))
 
 
 def preprocess_logits_for_metrics(logits, labels):
@@ -169,8 +169,7 @@ def fill_mask(model, tokenizer, text, top_k=5):
     results = []
     for pos in positions:
         row = logits[0, pos].astype(np.float64)
-        probs = np.exp(row - row.max())
-        probs /= probs.sum()
+        probs = softmax_forward(row)[0]
         best = np.argsort(-probs, kind="stable")[:top_k]
         entries = []
         for t in best:

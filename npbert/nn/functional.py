@@ -13,6 +13,7 @@ per-element losses as a plain array (not differentiable: reduce with "mean" or "
 import numpy as np
 
 from npbert.modeling.loss import _make, gradient_to_source, source_of
+from npbert.ops.softmax import log_softmax
 
 __all__ = ["cross_entropy", "mse_loss", "binary_cross_entropy_with_logits"]
 _REDUCTIONS = ("mean", "sum", "none")
@@ -66,8 +67,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     eps = dtype(label_smoothing)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
-    shifted = z - z.max(axis=-1, keepdims=True)
-    logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))      # (M..., C)
+    logp = log_softmax(z)                                              # (M..., C)
     p = np.exp(logp)
     t = np.asarray(target)
     if np.issubdtype(t.dtype, np.floating):                           # class probabilities, input's shape

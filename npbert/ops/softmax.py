@@ -12,6 +12,13 @@ def softmax_forward(x):
     return y, y
 
 
+def log_softmax(x):
+    """log softmax over the last axis by log-sum-exp: log y = (x - max x) - log sum exp(x - max x).
+    (..., T) -> (..., T); no exp overflows, and the largest entry's exp is 1."""
+    shifted = x - x.max(axis=-1, keepdims=True)          # (..., T), max entry 0
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
 def softmax_backward(dy, cache):
     """dx = y * (dy - sum(dy * y)): the Jacobian diag(y) - y y^T applied to dy, row by row.
 
