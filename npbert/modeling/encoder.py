@@ -8,6 +8,13 @@ the backward goes) are in npbert/modeling/fast.py.
 `records`: a list of L dicts, one per layer, that the encoder's forward fills with each layer's
 intermediates and its backward with their gradients (npbert/modeling/attention.py); None, the
 default, keeps nothing.
+
+Gradient checkpointing (`model.gradient_checkpointing_enable()`, transformers' name; the flag
+is `BertEncoder.gradient_checkpointing`, as transformers keeps it): in a training forward each
+layer keeps only its call (its input, masks and the dropout step it ran in, a LayerRecompute)
+instead of its activations, and the backward runs the layer's forward again to get them.
+Dropout masks are keyed by (step, site, row), so the second forward draws the same masks: the
+gradients are the same, bit for bit, for one more forward of each layer (docs/long_sequences.md).
 """
 from .attention import BertAttention
 from .feed_forward import BertIntermediate, BertOutput
@@ -46,11 +53,33 @@ class BertLayer(Module):
         return dx, grads
 
 
+class LayerRecompute:
+    """What a checkpointed layer keeps from its forward: the call, to run again in the backward."""
+
+    def __init__(self, layer, args, kwargs):
+        state = layer.state
+        self.layer, self.args, self.kwargs = layer, args, kwargs
+        self.step_seed, self.batch_offset = state.step_seed, state.batch_offset     # its dropout masks' keys
+
+    def cache(self):
+        """The layer's cache, from its forward run again with the same inputs and dropout keys."""
+        state = self.layer.state
+        saved = state.step_seed, state.batch_offset
+        if saved != (self.step_seed, self.batch_offset):       # (only when changed since: the halves' threads)
+            state.step_seed, state.batch_offset = self.step_seed, self.batch_offset
+        try:
+            return self.layer.forward(*self.args, **self.kwargs)[2]
+        finally:
+            if saved != (state.step_seed, state.batch_offset):
+                state.step_seed, state.batch_offset = saved
+
+
 class BertEncoder(Module):
     """L BertLayers in sequence, parameters under `encoder.layer.<i>.`."""
 
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
+        self.gradient_checkpointing = False       # transformers' flag: model.gradient_checkpointing_enable()
         self.layer = ModuleList(state, prefix + "layer.", [state.module_class(BertLayer)(state, f"{prefix}layer.{i}.")
                                                            for i in range(self.config.num_hidden_layers)])
 
@@ -65,14 +94,20 @@ class BertEncoder(Module):
         caches = []
         for i, layer_module in enumerate(self.layer):
             layer_head_mask = head_mask[i] if head_mask is not None else None
-            hidden_states, probs, cache = layer_module.forward(hidden_states, attention_mask, layer_head_mask,
-                                                               None if records is None else records[i])
-            caches.append(cache)
+            args = (hidden_states, attention_mask, layer_head_mask, None if records is None else records[i])
+            hidden_states, probs, cache = layer_module.forward(*args)
+            caches.append(LayerRecompute(layer_module, args, {}) if self._checkpointing(records) else cache)
+            del cache
             if output_hidden_states:
                 all_hidden_states = all_hidden_states + (hidden_states,)
             if output_attentions:
                 all_attentions = all_attentions + (probs,)
         return hidden_states, all_hidden_states, all_attentions, caches
+
+    def _checkpointing(self, records):
+        """True when this forward keeps each layer's call instead of its activations: checkpointing on,
+        in training, with a backward to come, and no intermediates asked for."""
+        return (self.gradient_checkpointing and self.training and self.state.keep_caches and records is None)
 
     def backward(self, dout, caches, dhidden_states=None, dattentions=None, stop=0, records=None):
         """dout: (B, T, H) gradient of the last hidden state (zeros if it had none); dhidden_states: L+1
@@ -92,7 +127,11 @@ class BertEncoder(Module):
             record = None if records is None else records[i]
             if record is not None:
                 record["layer_output"] = dx           # (B, T, H); the layers' backward does not change it
-            dx, g = self.layer[i].backward(dx, caches[i], dprobs, record)
+            cache = caches[i].cache() if isinstance(caches[i], LayerRecompute) else caches[i]
+            if self.state.release_caches:
+                caches[i] = None                      # (freed with this layer; kept for retain_graph)
+            dx, g = self.layer[i].backward(dx, cache, dprobs, record)
+            del cache
             grads.update(g)
         if stop > 0:
             return None, grads

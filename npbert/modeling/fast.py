@@ -34,7 +34,7 @@ from npbert.fast.parallel import parallel_for, side_by_side
 from npbert.ops.affine_rows import AffineRows
 
 from .attention import BertAttention, BertSelfAttention, BertSelfOutput
-from .encoder import BertEncoder, BertLayer
+from .encoder import BertEncoder, BertLayer, LayerRecompute
 from .fast_attention import FastBertAttention, FastBertSelfAttention, FastBertSelfOutput, _release
 from .feed_forward import BertIntermediate, BertOutput
 
@@ -189,9 +189,11 @@ class FastBertEncoder(BertEncoder):
             if lines is not None and i == 0:
                 extra = {"lines": lines}                # (never with `last`: _input_lines)
             B, T, H = hidden_states.shape
-            hidden_states, probs, c = layer.forward(hidden_states, attention_mask,
-                                                    None if head_mask is None else head_mask[i], first_row,
-                                                    None if records is None else records[i], **extra)
+            args = (hidden_states, attention_mask, None if head_mask is None else head_mask[i], first_row,
+                    None if records is None else records[i])
+            hidden_states, probs, c = layer.forward(*args, **extra)
+            if self._checkpointing(records):          # keep the call, not the activations (encoder.py)
+                c = LayerRecompute(layer, args, extra)
             if "rows" in extra:
                 a, b = extra["rows"]
                 full = np.full((B, T, H), np.nan, dtype=hidden_states.dtype)                     # (B, T, H)

@@ -153,6 +153,31 @@ class TorchModuleAPI:
         self._cache = None                     # a forward before the resize cannot be differentiated now
         return self.get_input_embeddings()
 
+    # ---- gradient checkpointing, as transformers' ------------------------------------------
+    supports_gradient_checkpointing = True
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None):
+        """Each encoder layer keeps only its inputs in a training forward and runs again in the
+        backward (npbert/modeling/encoder.py): the same gradients, bit for bit, with one layer's
+        activations held at a time instead of all of them, for about one more forward of the
+        encoder.  gradient_checkpointing_kwargs (torch.utils.checkpoint's use_reentrant, ...) are
+        accepted and have nothing to choose here."""
+        self._set_gradient_checkpointing(True)
+
+    def gradient_checkpointing_disable(self):
+        self._set_gradient_checkpointing(False)
+
+    @property
+    def is_gradient_checkpointing(self):
+        return any(getattr(m, "gradient_checkpointing", False) for m in self.modules())
+
+    def _set_gradient_checkpointing(self, on):
+        encoders = [m for m in self.modules() if hasattr(m, "gradient_checkpointing")]
+        if not encoders:
+            raise ValueError(f"{type(self).__name__} has no encoder to checkpoint")
+        for m in encoders:
+            m.gradient_checkpointing = bool(on)
+
     # ---- devices and dtypes, as torch's Module.to --------------------------------------------
     def to(self, *args, **kwargs):
         """torch's `model.to(device)`, `model.to(dtype)`, `model.to(device, dtype)`, `model.to(tensor)`
