@@ -90,6 +90,10 @@ def start(command, args=None, argv=None):
         world.check_same(fields, what="the command line and the input files")
     except DistributedError as e:        # every rank raises it: a usage error, one line, status 2
         raise CliError(f"{e}; start every rank with the same flags and the same files", status=2) from None
+    if world.is_main_process and os.environ.get("OMPI_COMM_WORLD_SIZE"):
+        print(f"note: {world.world_size} ranks under Open MPI's mpiexec: to stop after the current step and save, "
+              f"send it SIGUSR1 (kill -USR1 {os.getppid()}); a SIGTERM or Ctrl-C to mpiexec ends every rank at once, "
+              "keeping only the last checkpoint saved", file=sys.stderr, flush=True)
     return Ranks(world)
 
 
