@@ -253,3 +253,70 @@ def test_id2label_keys_must_be_0_to_n_minus_1(ckpts, tmp_path, capsys, id2label,
     line = one_error_line(err)
     assert status == 1 and "config.json" in line and "id2label" in line and "KeyError" not in line
     assert np.all([k in LABELS for k in npbert.BertConfig(id2label={"1": "b", "0": "a"}).id2label])
+
+
+# ---- 6: a plain save_pretrained folder carries its weights' SHA-256 ------------------------------------
+def _safetensors_header(path):
+    raw = open(path, "rb").read()
+    n = int.from_bytes(raw[:8], "little")
+    return raw, n, json.loads(raw[8:8 + n])
+
+
+def test_save_pretrained_writes_a_manifest_that_from_pretrained_checks(tmp_path):
+    from npbert.io import CheckpointError
+    d = tmp_path / "m"
+    model = npbert.BertForSequenceClassification(config(id2label=LABELS), seed=1)
+    model.save_pretrained(str(d))
+    manifest = json.loads((d / "manifest.json").read_text())
+    assert set(manifest["files"]) == {"model.safetensors"}            # config.json may be edited by hand
+    weights = d / "model.safetensors"
+    good = weights.read_bytes()
+    # one flipped mantissa bit: a finite weight, a little off; only the hash sees it
+    raw, n, header = _safetensors_header(weights)
+    start = 8 + n + header["classifier.weight"]["data_offsets"][0]
+    flipped = bytearray(raw)
+    flipped[start] ^= 0x01
+    weights.write_bytes(bytes(flipped))
+    with pytest.raises(CheckpointError, match="model.safetensors: SHA-256 .* differs.*delete .*manifest.json"):
+        npbert.BertForSequenceClassification.from_pretrained(str(d))
+    # two same-shape tensors' names swapped in the header: every check on shapes and values passes
+    a, b = "bert.encoder.layer.0.attention.self.query.weight", "bert.encoder.layer.0.attention.self.key.weight"
+    header[a], header[b] = header[b], header[a]
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (n - len(text))
+    assert len(text) == n
+    weights.write_bytes(good[:8] + text + good[8 + n:])
+    with pytest.raises(CheckpointError, match="SHA-256"):
+        npbert.BertForSequenceClassification.from_pretrained(str(d))
+    # without the manifest the folder loads as before (what a folder from transformers is)
+    os.remove(d / "manifest.json")
+    swapped = npbert.BertForSequenceClassification.from_pretrained(str(d))
+    assert np.array_equal(swapped.state_dict()[a], model.state_dict()[b])
+    # the good bytes back: loads, and equals the saved model
+    weights.write_bytes(good)
+    model.save_pretrained(str(d))
+    again = npbert.BertForSequenceClassification.from_pretrained(str(d))
+    assert all(np.array_equal(v, model.state_dict()[k]) for k, v in again.state_dict().items())
+
+
+def test_a_manifest_in_the_folder_keeps_entries_save_pretrained_does_not_replace(tmp_path):
+    from npbert.io import write_manifest
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "notes.txt").write_text("mine")
+    write_manifest(str(d))
+    npbert.BertModel(config(), seed=0).save_pretrained(str(d))
+    assert set(json.loads((d / "manifest.json").read_text())["files"]) == {"notes.txt", "model.safetensors"}
+
+
+def test_transformers_loads_a_folder_with_the_manifest(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    d = tmp_path / "m"
+    model = npbert.BertForSequenceClassification(config(id2label=LABELS), seed=1)
+    model.save_pretrained(str(d))
+    assert (d / "manifest.json").is_file()
+    theirs = transformers.BertForSequenceClassification.from_pretrained(str(d))
+    for k, v in model.state_dict().items():
+        assert np.array_equal(theirs.state_dict()[k].numpy(), v), k
+    assert isinstance(theirs.state_dict()[k], torch.Tensor)
