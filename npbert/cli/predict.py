@@ -53,6 +53,9 @@ def add_parser(commands):
                    help="tokens per sequence or window (default: the model's limit; 384 for question answering)")
     p.add_argument("--text_column_name", help="the column holding the text (default: found by name)")
     p.add_argument("--text_pair_column_name", help="the column holding the second text of a pair")
+    p.add_argument("--ignore_architectures", action="store_true",
+                   help="run a head trained for another task than --task (config.json's architectures), "
+                        "which is otherwise refused")
     ner = p.add_argument_group("token classification")
     ner.add_argument("--aggregation_strategy", choices=("simple", "first", "average", "max"), default="first",
                      help="how tokens become words and entities (transformers' names)")
@@ -63,9 +66,6 @@ def add_parser(commands):
     qa.add_argument("--doc_stride", type=int, default=None,
                     help="tokens two windows of a long context share (default: min(max_seq_length // 2, 128))")
     qa.add_argument("--max_answer_len", type=positive_int, default=15, help="the longest answer, in tokens")
-    p.add_argument("--ignore_architectures", action="store_true",
-                   help="run a head trained for another task than --task (config.json's architectures), "
-                        "which normally is refused")
     qa.add_argument("--handle_impossible_answer", action="store_true",
                     help='let "no answer" ("") compete (SQuAD v2.0; on by default for a v2.0 file)')
     p.set_defaults(run=run)
@@ -207,8 +207,8 @@ class Truncations:
         shown = ", ".join(map(str, self.examples[:5])) + (" ..." if len(self.examples) > 5 else "")
         print(f"note: {len(self.examples)} of {total} examples were longer than --max_seq_length "
               f"{self.max_length} tokens and were cut to it ({self.dropped} tokens dropped in all; the longest had "
-              f"{self.longest}; examples {shown}): their predictions read only {self.max_length} tokens of them (token classification and question answering read long texts in windows)",
-              file=stream or sys.stderr)
+              f"{self.longest}; examples {shown}): their predictions read only {self.max_length} tokens of them "
+              "(token classification and question answering read long texts in windows)", file=stream or sys.stderr)
 
 
 def record_maker(args, task, model, tokenizer, fmt, truncations=None):
@@ -224,11 +224,10 @@ def record_maker(args, task, model, tokenizer, fmt, truncations=None):
         config = model.config
 
         def classify(ex_id, text):
+            first, second = (text["text"], text.get("text_pair")) if isinstance(text, dict) else (text, None)
             if truncations is not None:
-                truncations.check(ex_id, *((text["text"], text.get("text_pair")) if isinstance(text, dict) else (text,)))
-            enc = pipe._encode(text["text"] if isinstance(text, dict) else text,
-                               text.get("text_pair") if isinstance(text, dict) else None,
-                               truncation=True, max_length=args.max_seq_length)
+                truncations.check(ex_id, first, second)
+            enc = pipe._encode(first, second, truncation=True, max_length=args.max_seq_length)
             logits = pipe._forward(enc).logits[0]
             return classification_record(ex_id, logits, config.id2label, config.problem_type, top_k)
         return classify
@@ -317,8 +316,9 @@ def check_output(output, input_path):
     if os.path.isdir(output):
         raise CliError(f"--output {output}: is a directory; give the file to write (e.g. "
                        f"{os.path.join(output, 'predictions.jsonl')})", status=2)
-    if os.path.exists(output) and os.path.samefile(output, input_path) or \
-            os.path.realpath(output) == os.path.realpath(input_path):
+    same = os.path.samefile(output, input_path) if os.path.exists(output) else \
+        os.path.realpath(output) == os.path.realpath(input_path)          # (a hard link too)
+    if same:
         raise CliError(f"--output {output} is the --input file: the predictions would replace the examples; "
                        "write them to another file", status=2)
     parent = os.path.dirname(os.path.abspath(output))
