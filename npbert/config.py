@@ -63,7 +63,7 @@ class BertConfig:
         num_labels = kwargs.pop("num_labels", None)
         kwargs.pop("label2id", None)
         if id2label is not None:
-            self.id2label = {int(k): v for k, v in id2label.items()}
+            self.id2label = _label_map(id2label)
             if num_labels is not None and num_labels != len(self.id2label):
                 raise ValueError(f"num_labels={num_labels} contradicts id2label with {len(self.id2label)} entries")
         else:
@@ -156,7 +156,11 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path, **overrides):
-        return cls.from_dict(read_config_dict(path), **overrides)
+        stored = read_config_dict(path)
+        try:
+            return cls.from_dict(stored, **overrides)
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"{path}: {e}") from None
 
     @classmethod
     def from_pretrained(cls, path, return_unused_kwargs=False, **overrides):
@@ -178,6 +182,23 @@ class BertConfig:
 
     def __repr__(self):
         return f"BertConfig {self.to_json_string()}"
+
+
+def _label_map(id2label):
+    """{int id: name} from a stored id2label, whose keys must be the ids 0..n-1 (JSON keeps them
+    as strings): a gap would leave a logit with no name, found only when a prediction needs it."""
+    if not isinstance(id2label, dict):
+        raise ValueError(f"id2label must be an object {{id: label}}, got {type(id2label).__name__}")
+    out = {}
+    for k, v in id2label.items():
+        try:
+            out[int(k)] = v
+        except (TypeError, ValueError):
+            raise ValueError(f"id2label key {k!r} is not an integer: the keys are the label ids 0..n-1") from None
+    if sorted(out) != list(range(len(out))):
+        raise ValueError(f"id2label keys must be the label ids 0..{len(out) - 1} (one per logit), got "
+                         f"{sorted(out)}; renumber them, and label2id to match")
+    return out
 
 
 def find_config_file(path):

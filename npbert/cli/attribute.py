@@ -120,7 +120,7 @@ def parse_target(model, tokenizer, text, enc):
         else:
             position, token = _pair(text, "POSITION:TOKEN")
             position = _position(position, T)
-            token = int(token) if str(token).isdigit() else tokenizer.convert_tokens_to_ids(str(token))
+            token = int(token) if str(token).isdigit() else _vocabulary_id(tokenizer, str(token), text)
         if not 0 <= token < model.config.vocab_size:
             raise CliError(f"--target {text}: token id {token} is outside the vocabulary")
         return (position, token), f"token {tokenizer.convert_ids_to_tokens(token)!r} at position {position}"
@@ -146,6 +146,18 @@ def _pair(text, form):
     return left, (int(right) if right.lstrip("-").isdigit() else right)
 
 
+def _vocabulary_id(tokenizer, token, text):
+    """The id of `token` in the vocabulary, or a CliError: a token the vocabulary lacks would be
+    read as [UNK] and the attribution would explain [UNK]'s score instead."""
+    if token in tokenizer.vocab or token in getattr(tokenizer, "added_tokens_encoder", {}):
+        return tokenizer.convert_tokens_to_ids(token)
+    pieces = tokenizer.tokenize(token)
+    hint = (f"; the tokenizer splits it into {pieces}: give one of those" if pieces and pieces != [token]
+            and tokenizer.unk_token not in pieces else "")
+    raise CliError(f"--target {text}: {token!r} is not in the model's vocabulary (it would be read as "
+                   f"{tokenizer.unk_token}){hint}, or a token id (0..{len(tokenizer.vocab) - 1})", status=2)
+
+
 def _position(value, T):
     try:
         position = int(value)
@@ -167,9 +179,17 @@ def run(args):
         except ImportError:
             raise CliError("a .png needs matplotlib: pip install matplotlib (or npbert[plot]); or write --output "
                            "FILE.html") from None
+    least = 3 if args.text_pair is None else 5          # [CLS] x [SEP] (y [SEP]): a token of each text
+    if args.max_seq_length is not None and args.max_seq_length < least:
+        raise CliError(f"--max_seq_length {args.max_seq_length}: too short; [CLS] and [SEP] take "
+                       f"{least - 1 - (args.text_pair is not None)} of them and at least one token of each text must "
+                       f"fit: give {least} or more", status=2)
     model, tokenizer = load_model(args)
-    enc = tokenizer(args.text, args.text_pair, truncation=True, max_length=args.max_seq_length, return_tensors="np",
-                    return_special_tokens_mask=True)
+    try:
+        enc = tokenizer(args.text, args.text_pair, truncation=True, max_length=args.max_seq_length,
+                        return_tensors="np", return_special_tokens_mask=True)
+    except ValueError as e:
+        raise CliError(f"--max_seq_length {args.max_seq_length}: {e}", status=2) from None
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist())
     notes = []
     try:

@@ -282,8 +282,38 @@ def missing_keys(model, path):
 
 
 def load_tokenizer(path, flag="--model", **kwargs):
+    """BertTokenizer.from_pretrained(path), its errors a CliError naming the flag; its size checked
+    against the vocab_size of path's config.json when there is one (check_vocabulary)."""
+    import os
+
     import npbert
+    from npbert.config import BertConfig
     try:
-        return npbert.BertTokenizer.from_pretrained(path, **kwargs)
+        tokenizer = npbert.BertTokenizer.from_pretrained(path, **kwargs)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise CliError(f"{flag} {path}: {e}") from None
+    if os.path.isdir(path) and any(os.path.isfile(os.path.join(path, n)) for n in ("config.json", "bert_config.json")):
+        try:
+            vocab_size = int(BertConfig.from_pretrained(path).vocab_size)
+        except (OSError, ValueError, KeyError, TypeError):
+            return tokenizer                   # the model's loader reports a bad config
+        check_vocabulary(len(tokenizer), vocab_size, f"{flag} {path}")
+    return tokenizer
+
+
+VOCAB_SLACK = 128     # rows a vocab_size rounded up (to a multiple of 8, 64 or 128) leaves unused
+
+
+def check_vocabulary(n_tokens, vocab_size, where):
+    """The tokenizer's `n_tokens` ids must index the model's `vocab_size` embedding rows: more is
+    a CliError (an id past the table); far fewer (more than VOCAB_SLACK rows unused) a warning
+    naming both sizes: the vocabulary is likely another model's, and every text is cut into the
+    wrong tokens without any error."""
+    if n_tokens > vocab_size:
+        raise CliError(f"{where}: the tokenizer has {n_tokens} tokens but the model's vocab_size is {vocab_size}: "
+                       f"ids {vocab_size}..{n_tokens - 1} have no embedding row. The vocab.txt does not belong to "
+                       "this model; use the one it was trained with")
+    if vocab_size - n_tokens > VOCAB_SLACK:
+        print(f"warning: {where}: the tokenizer has {n_tokens} tokens but the model's vocab_size is {vocab_size} "
+              f"({vocab_size - n_tokens} embedding rows no token reaches): the vocab.txt is probably not the one "
+              "the model was trained with, and its ids would mean other tokens to the model", file=sys.stderr)

@@ -70,11 +70,13 @@ def start(command, args=None, argv=None):
             raise CliError(f"npbert {command} runs in one process, and {launcher} started {n}: only "
                            f"`npbert pretrain` and `npbert finetune` run data-parallel; start it without mpiexec")
         return None
-    from npbert.distributed import fingerprint_file, init
+    from npbert.distributed import DistributedError, fingerprint_file, init
     world = init()
     if world.world_size == 1:
         return None
-    fields = {"the command line": list(argv or [])}
+    # each flag its own field, so that a disagreement names the flag and each rank's value
+    fields = {f"--{name}": value for name, value in sorted(vars(args or {}).items())
+              if not callable(value) and name not in ("command", "debug")}
     for name, value in sorted(vars(args or {}).items()):
         paths = {}
         if name.endswith("_file") and isinstance(value, str):
@@ -84,7 +86,14 @@ def start(command, args=None, argv=None):
         for flag, path in paths.items():
             if os.path.isfile(path):
                 fields[flag] = fingerprint_file(path)
-    world.check_same(fields, what="the command line and the input files")
+    try:
+        world.check_same(fields, what="the command line and the input files")
+    except DistributedError as e:        # every rank raises it: a usage error, one line, status 2
+        raise CliError(f"{e}; start every rank with the same flags and the same files", status=2) from None
+    if world.is_main_process and os.environ.get("OMPI_COMM_WORLD_SIZE"):
+        print(f"note: {world.world_size} ranks under Open MPI's mpiexec: to stop after the current step and save, "
+              f"send it SIGUSR1 (kill -USR1 {os.getppid()}); a SIGTERM or Ctrl-C to mpiexec ends every rank at once, "
+              "keeping only the last checkpoint saved", file=sys.stderr, flush=True)
     return Ranks(world)
 
 

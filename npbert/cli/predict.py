@@ -53,6 +53,9 @@ def add_parser(commands):
                    help="tokens per sequence or window (default: the model's limit; 384 for question answering)")
     p.add_argument("--text_column_name", help="the column holding the text (default: found by name)")
     p.add_argument("--text_pair_column_name", help="the column holding the second text of a pair")
+    p.add_argument("--ignore_architectures", action="store_true",
+                   help="run a head trained for another task than --task (config.json's architectures), "
+                        "which is otherwise refused")
     ner = p.add_argument_group("token classification")
     ner.add_argument("--aggregation_strategy", choices=("simple", "first", "average", "max"), default="first",
                      help="how tokens become words and entities (transformers' names)")
@@ -119,8 +122,9 @@ def read_examples(args, task, fmt):
         rows = read_table(path)
         for line, row in rows:
             for k in ("question", "context"):
-                if not isinstance(row.get(k), str) or not row[k].strip():
+                if k not in row or row[k] is None:
                     raise CliError(f"{path}:{line}: no {k!r} (question answering needs question and context columns)")
+                check_text(row[k], k, path, line)
         return [(example_id(row, line), {"question": row["question"], "context": row["context"]}) for line, row in rows]
     if fmt == "conll":
         if task != "token-classification":
@@ -135,11 +139,20 @@ def read_examples(args, task, fmt):
                                          need_label=False)
     out = []
     for line, row in rows:
-        if not isinstance(row[text_col], str) or not row[text_col].strip():
-            raise CliError(f"{path}:{line}: the text ({text_col}) is empty")
+        for col in (text_col, pair_col) if pair_col else (text_col,):
+            check_text(row[col], col, path, line)
         text = {"text": row[text_col], "text_pair": row[pair_col]} if pair_col else row[text_col]
         out.append((example_id(row, line), text))
     return out
+
+
+def check_text(value, column, path, line):
+    """A text field must be a non-empty string: a number, a list or null is named as such."""
+    if not isinstance(value, str):
+        shown = "null" if value is None else f"{type(value).__name__} {value!r}"[:80]
+        raise CliError(f"{path}:{line}: the text ({column}) must be a string, got {shown}; quote it in the file")
+    if not value.strip():
+        raise CliError(f"{path}:{line}: the text ({column}) is empty")
 
 
 # ---- predicting ---------------------------------------------------------------------------------
@@ -168,8 +181,39 @@ class Progress:
         self.stream.flush()
 
 
-def record_maker(args, task, model, tokenizer, fmt):
-    """A function (id, example) -> record for the task."""
+class Truncations:
+    """The examples cut to --max_seq_length (text classification, fill-mask): counted while
+    predicting and reported once at the end, as run_glue.py truncates but says nothing.  Token
+    classification and question answering read a long text in windows instead, and lose nothing."""
+
+    def __init__(self, tokenizer, max_length):
+        self.tokenizer, self.max_length = tokenizer, max_length
+        self.examples, self.dropped, self.longest = [], 0, 0
+
+    def check(self, ex_id, text, text_pair=None):
+        # a WordPiece token covers at least one character (or is [UNK] for a whole word), so a text of
+        # fewer characters than the budget cannot be cut: only longer ones are tokenized twice
+        if len(text) + len(text_pair or "") + 3 <= self.max_length:
+            return
+        n = len(self.tokenizer(text, text_pair)["input_ids"])
+        if n > self.max_length:
+            self.examples.append(ex_id)
+            self.dropped += n - self.max_length
+            self.longest = max(self.longest, n)
+
+    def report(self, total, stream=None):
+        if not self.examples:
+            return
+        shown = ", ".join(map(str, self.examples[:5])) + (" ..." if len(self.examples) > 5 else "")
+        print(f"note: {len(self.examples)} of {total} examples were longer than --max_seq_length "
+              f"{self.max_length} tokens and were cut to it ({self.dropped} tokens dropped in all; the longest had "
+              f"{self.longest}; examples {shown}): their predictions read only {self.max_length} tokens of them "
+              "(token classification and question answering read long texts in windows)", file=stream or sys.stderr)
+
+
+def record_maker(args, task, model, tokenizer, fmt, truncations=None):
+    """A function (id, example) -> record for the task; `truncations` (a Truncations) counts
+    the texts cut to --max_seq_length."""
     import numpy as np
 
     import npbert
@@ -180,9 +224,10 @@ def record_maker(args, task, model, tokenizer, fmt):
         config = model.config
 
         def classify(ex_id, text):
-            enc = pipe._encode(text["text"] if isinstance(text, dict) else text,
-                               text.get("text_pair") if isinstance(text, dict) else None,
-                               truncation=True, max_length=args.max_seq_length)
+            first, second = (text["text"], text.get("text_pair")) if isinstance(text, dict) else (text, None)
+            if truncations is not None:
+                truncations.check(ex_id, first, second)
+            enc = pipe._encode(first, second, truncation=True, max_length=args.max_seq_length)
             logits = pipe._forward(enc).logits[0]
             return classification_record(ex_id, logits, config.id2label, config.problem_type, top_k)
         return classify
@@ -228,6 +273,8 @@ def record_maker(args, task, model, tokenizer, fmt):
 
     def fill(ex_id, text):
         text = text["text"] if isinstance(text, dict) else text
+        if truncations is not None:
+            truncations.check(ex_id, text)
         found = pipe(text, top_k=top_k, tokenizer_kwargs={"truncation": True, "max_length": args.max_seq_length})
         groups = found if found and isinstance(found[0], list) else [found]
         return {"id": ex_id, "text": text, "label": [g[0]["token_str"] for g in groups] if len(groups) > 1
@@ -264,6 +311,34 @@ def load_for(task, path):
     return load_checkpoint(cls, path, "--model", require_trained=head, what=f"{task} head ({head}*)")
 
 
+def check_output(output, input_path):
+    """Refuse, before anything runs, an --output that would replace the input or cannot be a file."""
+    if os.path.isdir(output):
+        raise CliError(f"--output {output}: is a directory; give the file to write (e.g. "
+                       f"{os.path.join(output, 'predictions.jsonl')})", status=2)
+    same = os.path.samefile(output, input_path) if os.path.exists(output) else \
+        os.path.realpath(output) == os.path.realpath(input_path)          # (a hard link too)
+    if same:
+        raise CliError(f"--output {output} is the --input file: the predictions would replace the examples; "
+                       "write them to another file", status=2)
+    parent = os.path.dirname(os.path.abspath(output))
+    if os.path.exists(parent) and not os.path.isdir(parent):
+        raise CliError(f"--output {output}: {parent} is a file, not a directory", status=2)
+
+
+def check_task_fits(task, config, args):
+    """The checkpoint's head must be the one the task reads (config.json's `architectures`);
+    --ignore_architectures runs it anyway."""
+    from npbert.pipelines.architectures import check_architectures
+    if args.ignore_architectures:
+        return
+    try:
+        check_architectures(task, getattr(config, "architectures", None), f"--model {args.model}",
+                            how="--task {task}", override="--ignore_architectures")
+    except ValueError as e:
+        raise CliError(str(e), status=2) from None
+
+
 def run(args):
     from npbert.io._atomic import atomic_write
     from npbert.tasks.records import write_records
@@ -274,13 +349,16 @@ def run(args):
                                                  where=f" ({args.model})")
     if not os.path.isfile(args.input):
         raise CliError(f"--input {args.input}: no such file")
+    check_output(args.output, args.input)
+    check_task_fits(task, config, args)
     model = load_for(task, args.model)
     tokenizer = load_tokenizer(args.model)
     tokenizer.model_max_length = min(tokenizer.model_max_length, args.max_seq_length)
     fmt = input_format(args.input, args.input_format)
     try:
         examples = read_examples(args, task, fmt)
-        make = record_maker(args, task, model, tokenizer, fmt)
+        truncations = Truncations(tokenizer, args.max_seq_length)
+        make = record_maker(args, task, model, tokenizer, fmt, truncations)
         print(f"predict: {task} with {args.model} on {len(examples)} examples from {args.input} ({fmt})",
               file=sys.stderr)
         progress = Progress(len(examples))
@@ -296,5 +374,6 @@ def run(args):
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     with atomic_write(args.output, "w") as f:
         write_records(f, records)
+    truncations.report(len(records))
     print(f"wrote {args.output}: {len(records)} predictions")
     return 0

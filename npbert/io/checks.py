@@ -6,6 +6,7 @@
                                                   the checkpoint's encoder.layer.<i> indices against
                                                   the config's num_hidden_layers, both ways
     check_no_interrupted_save(directory)          a save_pretrained caught while moving its files in
+    check_saved_weights(directory, weights_file)  the weights file against the folder's manifest.json
 
 Each raises CheckpointError naming the file and what disagrees.
 """
@@ -65,6 +66,21 @@ def check_no_interrupted_save(directory):
                               "holds the rest): its files may come from two different saves. Finish it with "
                               f"npbert.io.finish_interrupted_saves({directory!r}) (any npbert training run into "
                               "this directory does it first)")
+
+
+def check_saved_weights(directory, weights_file):
+    """The weights file against `directory`'s manifest.json when there is one (save_pretrained
+    and the Trainer's checkpoints write it): a flipped bit, or two tensors' names swapped in the
+    header, changes the SHA-256, which no check on the values can see.  No manifest: nothing
+    to check (a folder from transformers or an older npbert)."""
+    import os
+
+    from npbert.io.manifest import MANIFEST, verify_manifest
+    try:
+        verify_manifest(directory, required=False, names={os.path.basename(weights_file)})
+    except CheckpointError as e:
+        raise CheckpointError(f"{e}. If you rewrote it on purpose, delete {os.path.join(directory, MANIFEST)} (or "
+                              "save the model again with save_pretrained)") from None
 
 
 def check_loaded(tensors, config, source, config_source="the config"):

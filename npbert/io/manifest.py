@@ -8,6 +8,11 @@ and intact when every file it lists has the listed size and hash.  A flipped bit
 file, a file swapped in from another checkpoint or a missing one is found before anything is
 loaded, and the error names the file and what differs.  Files not listed (a README a user
 added) are ignored.
+
+save_pretrained writes one too, listing its weights file only (config.json is left out: users
+edit it by hand, and its shapes are checked against the weights anyway); from_pretrained checks
+it when it is there, after the checks that need no manifest, and a folder without one loads as
+before.  transformers ignores the file.
 """
 import hashlib
 import json
@@ -29,11 +34,18 @@ def sha256_file(path):
     return h.hexdigest()
 
 
-def write_manifest(directory):
+def write_manifest(directory, names=None, keep_from=None):
     """Write `directory/manifest.json` listing every regular file in `directory` (not hidden
-    ones, not the manifest itself), atomically.  Returns the files dict."""
+    ones, not the manifest itself), or only `names`, atomically.  `keep_from`: a directory whose
+    manifest's other entries are kept (a save_pretrained into a folder that has one: its files
+    that this save does not replace stay listed).  Returns the files dict."""
     files = {}
-    for name in sorted(os.listdir(directory)):
+    if keep_from is not None and os.path.isfile(os.path.join(keep_from, MANIFEST)):
+        try:
+            files = dict(read_manifest(keep_from) or {})
+        except CheckpointError:
+            files = {}                       # an unreadable manifest is replaced, not kept
+    for name in sorted(os.listdir(directory) if names is None else names):
         path = os.path.join(directory, name)
         if name == MANIFEST or name.startswith(".") or not os.path.isfile(path):
             continue
@@ -65,7 +77,7 @@ def read_manifest(directory):
     return files
 
 
-def verify_manifest(directory, required=True):
+def verify_manifest(directory, required=True, names=None):
     """Check every file `directory/manifest.json` lists: present, same size, same SHA-256.
 
     Raises CheckpointError naming the first file that differs (sizes are compared for all
@@ -77,6 +89,8 @@ def verify_manifest(directory, required=True):
             raise CheckpointError(f"{os.path.join(directory, MANIFEST)}: missing; {directory} is not a complete "
                                   "checkpoint (its manifest is written last)")
         return None
+    if names is not None:                    # only these files (a loader checks the ones it reads)
+        files = {n: e for n, e in files.items() if n in names}
     for name, entry in files.items():
         path = os.path.join(directory, name)
         if not os.path.isfile(path):

@@ -59,7 +59,7 @@ class CheckpointMixin:
         from npbert import io
         from npbert.config import find_config_file, read_config_dict
 
-        from npbert.io.checks import check_loaded, check_no_interrupted_save
+        from npbert.io.checks import check_loaded, check_no_interrupted_save, check_saved_weights
         from npbert.io.hub import hub_name_message, pop_hub_keywords
         pop_hub_keywords(kwargs)
         path = os.fspath(path)
@@ -94,6 +94,8 @@ class CheckpointMixin:
             raise ValueError(f"{config_source}: {e}") from None
         checkpoint = io.read_state_dict(weights_file)
         check_loaded(checkpoint, config, weights_file, config_source)   # layer count, finite weights
+        if os.path.isdir(path):
+            check_saved_weights(path, weights_file)     # its manifest.json, if any: a bit flip, swapped names
         with _no_init():
             model = cls(config, dtype=dtype, **model_kwargs)
         expected = {name: p.shape for name, p in model.state.params.items()}
@@ -128,11 +130,14 @@ class CheckpointMixin:
                            "error_msgs": []}
         return model
 
-    def save_pretrained(self, directory, format="safetensors"):
+    def save_pretrained(self, directory, format="safetensors", manifest=True):
         """Write config.json and model.safetensors (or npbert_model.h5 with format="h5"),
         loadable by transformers' `from_pretrained` (safetensors).  Both files are written into
         a temporary directory and moved into place together (npbert.io.atomic_dir): a kill or a
-        full disk never leaves the weights of one save beside the config of another."""
+        full disk never leaves the weights of one save beside the config of another.  A
+        manifest.json with the weights' size and SHA-256 goes with them; from_pretrained checks it
+        (manifest=False: none, for a writer that lists the whole directory itself, last, as the
+        Trainer's checkpoints do: there a manifest means the directory is complete)."""
         from npbert import io
         from npbert.io.atomic_dir import atomic_directory
 
@@ -146,11 +151,15 @@ class CheckpointMixin:
         # transformers' save_pretrained does; loading re-ties it.
         tensors = {k: np.ascontiguousarray(v) for k, v in self.state.params.items()}
         with atomic_directory(directory) as tmp:
+            weights = "model.safetensors" if format == "safetensors" else "npbert_model.h5"
             if format == "safetensors":
-                io.write_safetensors(os.path.join(tmp, "model.safetensors"), tensors, {"format": "pt"})
+                io.write_safetensors(os.path.join(tmp, weights), tensors, {"format": "pt"})
             else:
-                io.write_npbert_h5(os.path.join(tmp, "npbert_model.h5"), tensors, config.to_dict())
+                io.write_npbert_h5(os.path.join(tmp, weights), tensors, config.to_dict())
             config.to_json_file(os.path.join(tmp, "config.json"))
+            # the weights' SHA-256, which from_pretrained checks (npbert/io/manifest.py)
+            if manifest:
+                io.write_manifest(tmp, names=[weights], keep_from=directory if os.path.isdir(directory) else None)
 
 
 def _split_kwargs(cls, kwargs, stored):

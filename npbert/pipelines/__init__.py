@@ -12,6 +12,7 @@ None takes it from the checkpoint's config.json (`architectures`).  docs/inferen
 """
 import os
 
+from npbert.pipelines.architectures import check_model_for_task
 from npbert.pipelines.base import ARCHITECTURE_TASKS, TASK_ALIASES, Pipeline, task_of_config
 from npbert.pipelines.feature_extraction import FeatureExtractionPipeline
 from npbert.pipelines.fill_mask import FillMaskPipeline
@@ -30,8 +31,10 @@ SUPPORTED_TASKS = {
 
 def pipeline(task=None, model=None, tokenizer=None, **kwargs):
     """A pipeline for `task` on `model` (a checkpoint directory, or an npbert model with
-    `tokenizer`).  Other keywords are the pipeline's defaults for every call (e.g.
-    aggregation_strategy="simple", top_k=3) or `dtype` (np.float32 or np.float64)."""
+    `tokenizer`).  A head trained for another task (config.json's `architectures`) is refused
+    unless ignore_architectures=True (npbert/pipelines/architectures.py).  Other keywords are
+    the pipeline's defaults for every call (e.g. aggregation_strategy="simple", top_k=3)
+    or `dtype` (np.float32 or np.float64)."""
     if model is None:
         raise ValueError("npbert.pipeline needs model= (a checkpoint directory): npbert downloads nothing")
     if task is None:
@@ -47,6 +50,7 @@ def pipeline(task=None, model=None, tokenizer=None, **kwargs):
     if task not in SUPPORTED_TASKS:
         raise KeyError(f"Unknown task {task!r}: npbert's pipelines are {sorted(SUPPORTED_TASKS)} "
                        f"(and the aliases {sorted(TASK_ALIASES)})")
+    check_model_for_task(task, model, kwargs.pop("ignore_architectures", False))   # (architectures.py)
     return SUPPORTED_TASKS[task](model, tokenizer, **kwargs)
 
 

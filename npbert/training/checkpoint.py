@@ -116,7 +116,7 @@ def save_error(what, step, error, output_dir):
 def _write_files(tmp, model, optimizer, scheduler, rng_states, trainer_state, args):
     from npbert.io import write_safetensors
 
-    model.save_pretrained(tmp)
+    model.save_pretrained(tmp, manifest=False)          # the checkpoint's own manifest, listing every file, comes last
     opt = optimizer.state_dict()
     arrays, scalars = {}, {}
     for pname, state in opt["state"].items():

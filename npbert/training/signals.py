@@ -1,4 +1,4 @@
-"""SIGINT (Ctrl-C) and SIGTERM during training: stop at the end of the step, save, say how to resume.
+"""SIGINT (Ctrl-C), SIGTERM and SIGUSR1 during training: stop at the end of the step, save, say how to resume.
 
     with StopOnSignal(announce) as stop:
         for step ...:
@@ -12,15 +12,21 @@ the step, the checkpoint and the command that resumes.  A second signal raises
 TrainingInterrupted at once, wherever the loop is (a checkpoint being written is then left
 out whole: its temporary directory is removed).  Handlers are installed only in the main
 thread (Python delivers signals there) and restored on exit.
+
+SIGUSR1 is there for runs under a launcher: Open MPI's mpiexec answers a SIGTERM or SIGINT by
+killing every rank within a second (SIGTERM, then SIGKILL), too soon to finish a step and save,
+but forwards SIGUSR1 to every rank and lets them end on their own; Slurm's `--signal=USR1@120`
+sends it ahead of a time limit.  `kill -USR1 <mpiexec's pid>` therefore stops a data-parallel run
+the way SIGTERM stops one process (docs/data_parallel.md).
 """
 import signal
 import threading
 
-SIGNALS = ("SIGINT", "SIGTERM")
+SIGNALS = ("SIGINT", "SIGTERM", "SIGUSR1")
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Training stopped by SIGINT or SIGTERM.  `step`: the last completed step; `checkpoint`:
+    """Training stopped by SIGINT, SIGTERM or SIGUSR1.  `step`: the last completed step; `checkpoint`:
     the checkpoint to resume from (None if there is none); `signum`; `immediate`: True after a
     second signal (stopped mid-step, nothing saved for it).  `exit_status` is 128 + signum, the
     status a shell reports for a process killed by that signal."""

@@ -89,7 +89,7 @@ def test_a_full_disk_during_save_pretrained_leaves_the_old_model(tmp_path, monke
     if not existing:
         assert not target.exists() and os.listdir(tmp_path) == []           # nothing, not half a model
         return
-    assert sorted(os.listdir(target)) == ["config.json", "model.safetensors", "vocab.txt"]
+    assert sorted(os.listdir(target)) == ["config.json", "manifest.json", "model.safetensors", "vocab.txt"]
     again = npbert.BertForSequenceClassification.from_pretrained(str(target))
     assert again.config.num_labels == 2 and same_bytes(params(again), params(old))
 
