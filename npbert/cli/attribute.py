@@ -79,38 +79,23 @@ def load_model(args):
 
 
 def parse_target(model, tokenizer, text, enc):
-    """--target text -> (npbert.interpret target, a description for people)."""
+    """--target text -> (npbert.interpret target, a description for people).  Which forms the model
+    takes is its own declaration, model.attribution_targets (npbert/modeling/loss_terms.py)."""
     import numpy as np
 
     import npbert
     ids = enc["input_ids"][0]
     T = len(ids)
-    if isinstance(model, npbert.BertModel):
-        raise CliError("this checkpoint is a BertModel (no task head): it predicts nothing to attribute; use "
-                       "--method rollout or flow, or a fine-tuned checkpoint")
+    forms = model.attribution_targets or {}
+    if "model" in forms:
+        raise CliError(f"this checkpoint is a {type(model).__name__} (no task head): it predicts nothing to attribute; "
+                       "use --method rollout or flow, or a fine-tuned checkpoint")
+    if not forms:
+        raise CliError(model.attribution_refusal or f"npbert attribute does not handle {type(model).__name__}")
     with npbert.no_grad():
         out = model(**{k: enc[k] for k in ("input_ids", "token_type_ids", "attention_mask")})
-    if isinstance(model, npbert.BertForSequenceClassification):
-        label2id = {v: k for k, v in model.config.id2label.items()}
-        if text is None:
-            c = int(np.argmax(out.logits[0]))
-        elif text in label2id:
-            c = label2id[text]
-        elif text.lstrip("-").isdigit():
-            c = int(text)
-        else:
-            raise CliError(f"--target {text!r}: not a label of this model ({', '.join(map(str, label2id))}) "
-                           f"nor an index")
-        if not 0 <= c < model.config.num_labels:
-            raise CliError(f"--target {text}: out of range, the model has labels 0..{model.config.num_labels - 1}")
-        return c, f"label {model.config.id2label.get(c, c)} (logit {c})"
-    if isinstance(model, npbert.BertForQuestionAnswering):
-        side, position = ("start", int(np.argmax(out.start_logits[0]))) if text is None else _pair(text, "start|end")
-        if side not in ("start", "end"):
-            raise CliError(f"--target {text!r}: give start:POSITION or end:POSITION")
-        return (side, _position(position, T)), f"{side} logit at position {position}"
-    if isinstance(model, (npbert.BertForMaskedLM, npbert.BertForPreTraining)):
-        logits = out.logits if out.get("logits") is not None else out.prediction_logits
+    if "token" in forms:                           # a masked LM (pre-training too): a token at a position
+        logits = out[forms["token"]]
         if text is None:
             masks = np.flatnonzero(ids == tokenizer.mask_token_id)
             if not len(masks):
@@ -124,16 +109,38 @@ def parse_target(model, tokenizer, text, enc):
         if not 0 <= token < model.config.vocab_size:
             raise CliError(f"--target {text}: token id {token} is outside the vocabulary")
         return (position, token), f"token {tokenizer.convert_ids_to_tokens(token)!r} at position {position}"
-    if isinstance(model, npbert.BertForTokenClassification):
+    if "class" in forms:
+        logits = out[forms["class"]]
+        K = logits.shape[-1]
+        label2id = {v: k for k, v in model.config.id2label.items()} if len(model.config.id2label) == K else {}
+        if text is None:
+            c = int(np.argmax(logits[0]))
+        elif text in label2id:
+            c = label2id[text]
+        elif text.lstrip("-").isdigit():
+            c = int(text)
+        else:
+            raise CliError(f"--target {text!r}: not a label of this model ({', '.join(map(str, label2id))}) "
+                           f"nor an index")
+        if not 0 <= c < K:
+            raise CliError(f"--target {text}: out of range, the model has labels 0..{K - 1}")
+        return c, f"label {model.config.id2label.get(c, c) if label2id else c} (logit {c})"
+    if "span" in forms:
+        side, position = ("start", int(np.argmax(out.start_logits[0]))) if text is None else _pair(text, "start|end")
+        if side not in ("start", "end"):
+            raise CliError(f"--target {text!r}: give start:POSITION or end:POSITION")
+        return (side, _position(position, T)), f"{side} logit at position {position}"
+    if "token_class" in forms:
+        logits = out[forms["token_class"]]
         if text is None:
             position = 1
-            label = int(np.argmax(out.logits[0, position]))
+            label = int(np.argmax(logits[0, position]))
         else:
             position, label = _pair(text, "POSITION:LABEL")
             position = _position(position, T)
             label2id = {v: k for k, v in model.config.id2label.items()}
             label = label2id.get(label, int(label) if str(label).isdigit() else -1)
-        if not 0 <= label < model.config.num_labels:
+        if not 0 <= label < logits.shape[-1]:
             raise CliError(f"--target {text}: not a label of this model")
         return (position, label), f"label {model.config.id2label.get(label, label)} at position {position}"
     raise CliError(f"npbert attribute does not handle {type(model).__name__}")

@@ -80,12 +80,13 @@ def load_batches(args, model, tokenizer):
 def run(args):
     import numpy as np
 
-    import npbert
     import npbert.interpret as ni
     from npbert.cli.attribute import load_model, progress_printer
     from npbert.io._atomic import atomic_write
     model, tokenizer = load_model(args)
-    if not isinstance(model, npbert.BertForSequenceClassification):
+    if model.attribution_targets != {"class": "logits"} or model.regroup_kind(np.zeros(1, np.int64)) != "class":
+        # (the model's declarations: a classifier of its logits whose loss is a mean over labelled examples,
+        # which is what this command's labelled text file gives it)
         raise CliError(f"--model {args.model}: head-importance needs a BertForSequenceClassification checkpoint, "
                        f"this one is {type(model).__name__}")
     batches, n = load_batches(args, model, tokenizer)
