@@ -13,9 +13,12 @@ user must see that.
 """
 import difflib
 import inspect
+import logging
 import os
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 # The class each task loads, and which task a checkpoint's `architectures` entry serves.
 TASK_ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}
@@ -133,9 +136,10 @@ class Pipeline:
 
     @property
     def call_keywords(self):
-        """The keywords a call takes: batch_size, those of _check_parameters, and the tokenizer's
+        """The keywords a call takes: batch_size, num_workers (transformers' DataLoader workers:
+        accepted and not used), those of _check_parameters, and the tokenizer's
         TOKENIZER_KEYWORDS when _check_parameters takes **tokenizer_kwargs."""
-        names = ["batch_size"]
+        names = ["batch_size", "num_workers"]
         for name, p in inspect.signature(self._check_parameters).parameters.items():
             if p.kind is p.VAR_KEYWORD:
                 names += TOKENIZER_KEYWORDS
@@ -153,6 +157,9 @@ class Pipeline:
         params = {**self.defaults, **kwargs} if hasattr(self, "defaults") else dict(kwargs)
         refuse_unknown(f"pipeline({self.task!r})", params, self.call_keywords)
         params.pop("batch_size", None)              # (a call's batch_size is taken by __call__)
+        if params.pop("num_workers", None) not in (None, 0, 1):
+            logger.info(f"pipeline({self.task!r}): num_workers is not used: npbert tokenizes in the calling "
+                        "process (the model's BLAS uses the cores)")
         self._check_parameters(**params)
         return params
 

@@ -141,6 +141,11 @@ def test_an_unknown_call_keyword_is_refused_by_name(checkpoints, task, name, exa
         npbert.pipeline(task, model=checkpoints[name], **bad)       # as a default, at construction
 
 
+def test_num_workers_is_accepted_and_changes_nothing(checkpoints):
+    pipe = npbert.pipeline("text-classification", model=checkpoints["clf"], num_workers=4)
+    assert pipe(SHORT, num_workers=2, batch_size=4) == pipe(SHORT, batch_size=4)
+
+
 def test_tokenizer_keyword_dicts_are_checked_too(checkpoints):
     mlm = npbert.pipeline("fill-mask", model=checkpoints["mlm"])
     with pytest.raises(TypeError, match="unknown keyword 'return_tensors'.*it takes add_special_tokens"):
