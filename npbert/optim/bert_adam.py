@@ -7,6 +7,12 @@ before the update), multiplying the learning rate; w = warmup (a fraction of t_t
     warmup_cosine    x / w  while x < w,  then 0.5 (1 + cos(2 pi cycles (x - w) / (1 - w)))   cycles = 0.5
     warmup_constant  x / w  while x < w,  then 1
     none / None      1
+    WarmupCosineWithHardRestartsSchedule(warmup, t_total, cycles=1)     (objects only, as there)
+                     x / w  while x < w,  then 0.5 (1 + cos(pi ((cycles p) mod 1)))    p = (x - w) / (1 - w)
+    WarmupCosineWithWarmupRestartsSchedule(warmup, t_total, cycles=1)
+                     each of `cycles` parts of training: the above with q = (x cycles) mod 1 and
+                     warmup w cycles, decaying once (q / w' while q < w', then
+                     0.5 (1 + cos(pi (q - w') / (1 - w'))), w' = w cycles)
     t_total = -1     1 whatever the schedule
 
 Each step, for every parameter with a gradient g (no bias correction):
@@ -20,6 +26,7 @@ Each step, for every parameter with a gradient g (no bias correction):
 `BertAdam._update` is the fast path's step (in place, in scratch buffers); `reference.bert_adam_step`
 the reference path's, the rule above line by line.
 """
+import logging
 import math
 
 import numpy as np
@@ -28,21 +35,48 @@ from .adam_weight_decay import uncorrected_adam_update
 from .optimizer import Optimizer, all_finite
 from .reference import bert_adam_step
 
+logger = logging.getLogger(__name__)
+
 
 class _LRSchedule:
-    """A multiplier of the learning rate as a function of progress = step / t_total."""
-    def __init__(self, warmup=0.002, t_total=-1):
+    """A multiplier of the learning rate as a function of progress = step / t_total.
+
+    warn_t_total: the schedules that decay to 0 at t_total say so (a logged warning, as
+    pytorch-pretrained-bert) when a step goes beyond t_total."""
+    warn_t_total = False
+
+    def __init__(self, warmup=0.002, t_total=-1, **kwargs):
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments {sorted(kwargs)}")
+        if t_total < 0 and type(self) is not ConstantLR:
+            logger.warning(f"t_total value of {t_total} results in schedule not being applied")
         if not (0.0 <= warmup < 1.0 or warmup == -1):
             raise ValueError(f"Invalid warmup: {warmup} - should be in [0.0, 1.0[ or -1")
         self.warmup, self.t_total = float(max(warmup, 0.0)), float(t_total)
+        self.warned_for_t_total_at_progress = -1
 
-    def get_lr(self, step):
+    def get_lr(self, step, nowarn=False):
         if self.t_total < 0:
             return 1.0
-        return self.get_lr_(float(step) / self.t_total)
+        progress = float(step) / self.t_total
+        lr = self.get_lr_(progress)
+        if not nowarn and self.warn_t_total and progress > 1.0 and progress > self.warned_for_t_total_at_progress:
+            logger.warning(f"Training beyond specified 't_total'. Learning rate multiplier set to {lr}. "
+                           f"Please set 't_total' of {type(self).__name__} correctly.")
+            self.warned_for_t_total_at_progress = progress
+        return lr
 
     def _warming(self, progress):
         return progress < self.warmup
+
+    def describe(self):
+        """The schedule as plain values (what BertAdam.state_dict() stores in place of the object)."""
+        return {"class": type(self).__name__, "warmup": self.warmup, "t_total": self.t_total,
+                **({"cycles": self.cycles} if hasattr(self, "cycles") else {})}
+
+    def __repr__(self):
+        return f"{type(self).__name__}(" + ", ".join(f"{k}={v}" for k, v in self.describe().items()
+                                                    if k != "class") + ")"
 
 
 class ConstantLR(_LRSchedule):
@@ -51,6 +85,8 @@ class ConstantLR(_LRSchedule):
 
 
 class WarmupLinearSchedule(_LRSchedule):
+    warn_t_total = True
+
     def get_lr_(self, progress):
         if self._warming(progress):
             return progress / self.warmup
@@ -65,8 +101,10 @@ class WarmupConstantSchedule(_LRSchedule):
 
 
 class WarmupCosineSchedule(_LRSchedule):
-    def __init__(self, warmup=0.002, t_total=-1, cycles=0.5):
-        super().__init__(warmup, t_total)
+    warn_t_total = True
+
+    def __init__(self, warmup=0.002, t_total=-1, cycles=0.5, **kwargs):
+        super().__init__(warmup, t_total, **kwargs)
         self.cycles = cycles
 
     def get_lr_(self, progress):
@@ -76,15 +114,66 @@ class WarmupCosineSchedule(_LRSchedule):
         return 0.5 * (1.0 + math.cos(math.pi * self.cycles * 2 * progress))
 
 
+class WarmupCosineWithHardRestartsSchedule(WarmupCosineSchedule):
+    """Warmup once, then `cycles` cosine decays from 1 to 0, each restarting at 1 (hard restarts):
+
+        x / w                                        x < w
+        0.5 (1 + cos(pi ((cycles p) mod 1)))         p = (x - w) / (1 - w)
+    """
+    def __init__(self, warmup=0.002, t_total=-1, cycles=1.0, **kwargs):
+        super().__init__(warmup, t_total, cycles, **kwargs)
+        if not cycles >= 1.0:
+            raise ValueError(f"{type(self).__name__}: cycles must be >= 1, got {cycles}")
+
+    def get_lr_(self, progress):
+        if self._warming(progress):
+            return progress / self.warmup
+        progress = (progress - self.warmup) / (1 - self.warmup)      # progress after warmup
+        return 0.5 * (1.0 + math.cos(math.pi * ((self.cycles * progress) % 1)))
+
+
+class WarmupCosineWithWarmupRestartsSchedule(WarmupCosineWithHardRestartsSchedule):
+    """Training cut into `cycles` equal parts, each a warmup over the fraction `warmup` of the
+    part, then a cosine decay from 1 to 0 (warmup restarts).  With q = (x cycles) mod 1 and
+    w' = warmup cycles (the warmup as a fraction of one part; `self.warmup` holds w'):
+
+        q / w'                                       q < w'
+        0.5 (1 + cos(pi (q - w') / (1 - w')))
+    """
+    def __init__(self, warmup=0.002, t_total=-1, cycles=1.0, **kwargs):
+        if not warmup * cycles < 1.0:
+            raise ValueError(f"{type(self).__name__}: warmup * cycles must be < 1, got {warmup} * {cycles}")
+        super().__init__(warmup * cycles if warmup >= 0 else warmup, t_total, cycles, **kwargs)
+        self.warmup_per_cycle = warmup               # the argument (self.warmup is a fraction of one part)
+
+    def get_lr_(self, progress):
+        progress = progress * self.cycles % 1.0                      # q: progress within the part
+        if self._warming(progress):
+            return progress / self.warmup
+        progress = (progress - self.warmup) / (1 - self.warmup)      # progress after the part's warmup
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    def describe(self):
+        return {**super().describe(), "warmup": self.warmup_per_cycle}       # the constructor's argument
+
+
 SCHEDULES = {None: ConstantLR, "none": ConstantLR, "warmup_linear": WarmupLinearSchedule,
              "warmup_cosine": WarmupCosineSchedule, "warmup_constant": WarmupConstantSchedule}
+
+# Every schedule class by name: what load_state_dict rebuilds a saved schedule from (no code runs).
+SCHEDULE_CLASSES = {c.__name__: c for c in (ConstantLR, WarmupLinearSchedule, WarmupConstantSchedule,
+                                            WarmupCosineSchedule, WarmupCosineWithHardRestartsSchedule,
+                                            WarmupCosineWithWarmupRestartsSchedule)}
 
 
 class BertAdam(Optimizer):
     """BertAdam(params, lr, warmup=-1, t_total=-1, schedule="warmup_linear", b1=0.9, b2=0.999,
     e=1e-6, weight_decay=0.01, max_grad_norm=1.0).  `schedule` is a name or a schedule object
-    with `get_lr(step)`.  The group's "lr" is the base rate; the schedule is applied inside the
-    step, so do not add a get_scheduler schedule on top."""
+    with `get_lr(step)` (e.g. WarmupCosineWithHardRestartsSchedule(warmup, t_total, cycles));
+    as in pytorch-pretrained-bert it is an option of every parameter group,
+    `param_groups[i]["schedule"]`, so a group may have its own.  The group's "lr" is the base
+    rate; the schedule is applied inside the step, so do not add a get_scheduler schedule on top.
+    state_dict() stores each schedule as plain values (describe()), load_state_dict() rebuilds it."""
 
     def __init__(self, params, lr, warmup=-1, t_total=-1, schedule="warmup_linear", b1=0.9, b2=0.999,
                  e=1e-6, weight_decay=0.01, max_grad_norm=1.0):
@@ -94,9 +183,44 @@ class BertAdam(Optimizer):
                                  f"{[k for k in SCHEDULES if k is not None]}, None, or an object with get_lr(step)")
             self.schedule_name = schedule
             schedule = SCHEDULES[schedule](warmup=warmup, t_total=t_total)
-        self.schedule = schedule
-        super().__init__(params, dict(lr=lr, b1=b1, b2=b2, e=e, weight_decay=weight_decay,
+        elif warmup != -1 or t_total != -1:
+            logger.warning("warmup and t_total on the optimizer are ineffective when _LRSchedule object is provided "
+                           "as schedule. Please specify custom warmup and t_total in _LRSchedule object.")
+        super().__init__(params, dict(lr=lr, schedule=schedule, b1=b1, b2=b2, e=e, weight_decay=weight_decay,
                                       max_grad_norm=max_grad_norm))
+
+    @property
+    def schedule(self):
+        """The first group's schedule (every group's, unless a group was given its own)."""
+        return self.param_groups[0]["schedule"]
+
+    def state_dict(self):
+        """As Optimizer.state_dict(), each group's schedule object replaced by its plain values."""
+        out = super().state_dict()
+        for group in out["param_groups"]:
+            schedule = group["schedule"]
+            if not hasattr(schedule, "describe"):
+                raise TypeError(f"BertAdam.state_dict(): the schedule {type(schedule).__name__} cannot be saved as "
+                                f"plain values (no describe()); use one of {sorted(SCHEDULE_CLASSES)}")
+            group["schedule"] = schedule.describe()
+        return out
+
+    def load_state_dict(self, state_dict):
+        """Restore what state_dict() returned, each schedule rebuilt from its class name and values."""
+        groups = []
+        for i, group in enumerate(state_dict.get("param_groups", []) if isinstance(state_dict, dict) else []):
+            saved = group.get("schedule")
+            if isinstance(saved, dict):
+                values = dict(saved)
+                name = values.pop("class", None)
+                if name not in SCHEDULE_CLASSES:
+                    raise ValueError(f"BertAdam.load_state_dict: group {i} has the schedule {name!r}; "
+                                     f"npbert rebuilds {sorted(SCHEDULE_CLASSES)}")
+                group = {**group, "schedule": SCHEDULE_CLASSES[name](**values)}
+            groups.append(group)
+        if isinstance(state_dict, dict) and "param_groups" in state_dict:
+            state_dict = {**state_dict, "param_groups": groups}
+        super().load_state_dict(state_dict)
 
     def _check_group(self, group, where):
         super()._check_group(group, where)
@@ -106,6 +230,9 @@ class BertAdam(Optimizer):
             raise ValueError(f"{where}: Invalid b2 parameter: {group['b2']} - should be in [0.0, 1.0[")
         if not group["e"] >= 0.0:
             raise ValueError(f"{where}: Invalid epsilon value: {group['e']} - should be >= 0.0")
+        if not hasattr(group["schedule"], "get_lr"):
+            raise ValueError(f"{where}: schedule must be an object with get_lr(step) (e.g. "
+                             f"WarmupLinearSchedule(warmup, t_total)), got {group['schedule']!r}")
 
     def get_lr(self):
         """The scheduled learning rate of each parameter, as BertAdam.get_lr ([0] before any step)."""
@@ -114,7 +241,7 @@ class BertAdam(Optimizer):
             for name in group["params"]:
                 if not self.state.get(name):
                     return [0]
-                lrs.append(group["lr"] * self.schedule.get_lr(self.state[name]["step"]))
+                lrs.append(group["lr"] * group["schedule"].get_lr(self.state[name]["step"]))
         return lrs
 
     @staticmethod
@@ -145,7 +272,7 @@ class BertAdam(Optimizer):
                                       self._scratch_like(p))
         if group["weight_decay"] > 0.0:
             tmp += group["weight_decay"] * p
-        tmp *= group["lr"] * self.schedule.get_lr(state["step"])
+        tmp *= group["lr"] * group["schedule"].get_lr(state["step"])
         p -= tmp
         state["step"] += 1
         return all_finite(g) if finite is None else finite

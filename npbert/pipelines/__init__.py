@@ -33,8 +33,10 @@ def pipeline(task=None, model=None, tokenizer=None, **kwargs):
     """A pipeline for `task` on `model` (a checkpoint directory, or an npbert model with
     `tokenizer`).  A head trained for another task (config.json's `architectures`) is refused
     unless ignore_architectures=True (npbert/pipelines/architectures.py).  Other keywords are
-    the pipeline's defaults for every call (e.g. aggregation_strategy="simple", top_k=3)
-    or `dtype` (np.float32 or np.float64)."""
+    the pipeline's defaults for every call (e.g. aggregation_strategy="simple", top_k=3),
+    `batch_size` (sequences per model call, padded; default 1), `device` (-1 or "cpu": npbert
+    runs on the CPU only) or `dtype` (np.float32 or np.float64).  A keyword no pipeline of the
+    task takes is a TypeError naming the closest."""
     if model is None:
         raise ValueError("npbert.pipeline needs model= (a checkpoint directory): npbert downloads nothing")
     if task is None:

@@ -23,6 +23,7 @@ from npbert.pipelines.base import Pipeline, softmax
 class FillMaskPipeline(Pipeline):
     task = "fill-mask"
     model_class = BertForMaskedLM
+    token_outputs = ("logits",)
 
     def _check_parameters(self, top_k=5, targets=None, tokenizer_kwargs=None):
         if not isinstance(top_k, int) or top_k < 1:
@@ -30,8 +31,8 @@ class FillMaskPipeline(Pipeline):
         if self.tokenizer.mask_token_id is None:
             raise ValueError("fill-mask: the tokenizer defines no mask token")
 
-    def __call__(self, inputs, **kwargs):
-        results = super().__call__(inputs, **kwargs)
+    def __call__(self, inputs, batch_size=None, **kwargs):
+        results = super().__call__(inputs, batch_size, **kwargs)
         if isinstance(inputs, list) and len(inputs) == 1:
             return results[0]
         return results
@@ -59,14 +60,19 @@ class FillMaskPipeline(Pipeline):
             raise ValueError("At least one target must be provided when passed.")
         return np.array(ids)
 
-    def _run(self, text, top_k=5, targets=None, tokenizer_kwargs=None):
+    def _preprocess(self, text, top_k=5, targets=None, tokenizer_kwargs=None):
         tok = self.tokenizer
         enc = self._encode(text, **(tokenizer_kwargs or {}))
         input_ids = enc["input_ids"][0]                                              # (T,)
         masked = np.flatnonzero(input_ids == tok.mask_token_id)
         if masked.size == 0:
             raise ValueError(f"fill-mask: no mask_token ({tok.mask_token}) found in the input {text[:60]!r}")
-        logits = self._forward(enc).logits[0, masked, :]                            # (masks, V)
+        return [self._sequence(enc)], (input_ids, masked)
+
+    def _postprocess(self, context, outputs, top_k=5, targets=None, tokenizer_kwargs=None):
+        tok = self.tokenizer
+        input_ids, masked = context
+        logits = outputs[0]["logits"][masked, :]                                    # (masks, V)
         probs = softmax(logits)
         target_ids = None if targets is None else self.target_ids(targets)
         if target_ids is not None:

@@ -73,6 +73,7 @@ def select_starts_ends(start, end, p_mask, attention_mask, min_null_score=100000
 class QuestionAnsweringPipeline(Pipeline):
     task = "question-answering"
     model_class = BertForQuestionAnswering
+    token_outputs = ("start_logits", "end_logits")
 
     def _check_parameters(self, top_k=1, doc_stride=None, max_answer_len=15, max_seq_len=None,
                           max_question_len=64, handle_impossible_answer=False, align_to_words=True):
@@ -88,6 +89,7 @@ class QuestionAnsweringPipeline(Pipeline):
         """pipe(question=..., context=...) (strings, or lists of them), pipe({"question", "context"}),
         pipe([{...}, ...]) or pipe(question, context)."""
         question, context = kwargs.pop("question", None), kwargs.pop("context", None)
+        batch_size = kwargs.pop("batch_size", None)
         if args:
             if len(args) == 2 and all(isinstance(a, str) for a in args):
                 inputs = [{"question": args[0], "context": args[1]}]
@@ -121,7 +123,7 @@ class QuestionAnsweringPipeline(Pipeline):
                 if not item[k]:
                     raise ValueError(f"`{k}` cannot be empty")
         params = self._params(kwargs)
-        results = [self._run(item, **params) for item in inputs]
+        results = self._run_examples(inputs, batch_size, params)
         return results[0] if len(results) == 1 else results
 
     def windows(self, question, context, max_seq_len=None, doc_stride=None):
@@ -170,17 +172,21 @@ class QuestionAnsweringPipeline(Pipeline):
             return offsets[first][0], offsets[last][1]
         return offsets[s][0], offsets[e][1]
 
-    def _run(self, example, top_k=1, doc_stride=None, max_answer_len=15, max_seq_len=None, max_question_len=64,
-             handle_impossible_answer=False, align_to_words=True):
-        context = example["context"]
+    def _preprocess(self, example, top_k=1, doc_stride=None, max_answer_len=15, max_seq_len=None,
+                    max_question_len=64, handle_impossible_answer=False, align_to_words=True):
+        windows = self.windows(example["question"], example["context"], max_seq_len, doc_stride)
+        return [self._sequence(w) for w in windows], (example["context"], windows)
+
+    def _postprocess(self, prepared, outputs, top_k=1, doc_stride=None, max_answer_len=15, max_seq_len=None,
+                     max_question_len=64, handle_impossible_answer=False, align_to_words=True):
+        context, windows = prepared
         min_null_score = 1000000
         answers = []
-        for window in self.windows(example["question"], context, max_seq_len, doc_stride):
-            out = self._forward(window)
+        for window, out in zip(windows, outputs):
             pre_topk = top_k * 2 + 10 if align_to_words else top_k
             starts, ends, scores, min_null_score = select_starts_ends(
-                out.start_logits, out.end_logits, window["p_mask"], window["attention_mask"], min_null_score,
-                pre_topk, handle_impossible_answer, max_answer_len)
+                out["start_logits"][None], out["end_logits"][None], window["p_mask"], window["attention_mask"],
+                min_null_score, pre_topk, handle_impossible_answer, max_answer_len)           # logits (1, T)
             for s, e, score in zip(starts, ends, scores):
                 start, end = self.get_indices(window, int(s), int(e), align_to_words)
                 text = context[start:end]

@@ -25,6 +25,7 @@ _NOT_GIVEN = object()
 class TextClassificationPipeline(Pipeline):
     task = "text-classification"
     model_class = BertForSequenceClassification
+    sequence_outputs = ("logits",)
 
     def _check_parameters(self, top_k=_NOT_GIVEN, function_to_apply=None, **tokenizer_kwargs):
         if function_to_apply is not None and str(function_to_apply).lower() not in FUNCTIONS:
@@ -32,14 +33,14 @@ class TextClassificationPipeline(Pipeline):
         if top_k is not _NOT_GIVEN and top_k is not None and (not isinstance(top_k, int) or top_k < 1):
             raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
 
-    def __call__(self, inputs, **kwargs):
+    def __call__(self, inputs, batch_size=None, **kwargs):
         legacy = "top_k" not in kwargs and "top_k" not in self.defaults
-        results = super().__call__(inputs, **kwargs)
+        results = super().__call__(inputs, batch_size, **kwargs)
         if isinstance(inputs, str) and legacy:
             return [results]              # transformers wraps the one result of a string in a list
         return results
 
-    def _run(self, example, top_k=_NOT_GIVEN, function_to_apply=None, **tokenizer_kwargs):
+    def _preprocess(self, example, top_k=_NOT_GIVEN, function_to_apply=None, **tokenizer_kwargs):
         if isinstance(example, dict):
             if "text" not in example:
                 raise ValueError('a text pair is given as {"text": ..., "text_pair": ...}')
@@ -48,8 +49,10 @@ class TextClassificationPipeline(Pipeline):
             raise ValueError('a text pair is given as {"text": ..., "text_pair": ...}, not as a list')
         else:
             enc = self._encode(example, **tokenizer_kwargs)
-        logits = self._forward(enc).logits[0]                             # (K,)
-        return self.postprocess(logits, function_to_apply, top_k)
+        return [self._sequence(enc)], None
+
+    def _postprocess(self, context, outputs, top_k=_NOT_GIVEN, function_to_apply=None, **tokenizer_kwargs):
+        return self.postprocess(outputs[0]["logits"], function_to_apply, top_k)        # logits (K,)
 
     def scores(self, logits, function_to_apply=None):
         """logits (K,) -> scores (K,), transformers' choice of function by the config."""

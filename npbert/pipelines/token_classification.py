@@ -53,6 +53,7 @@ def wordpiece_decode(tokens):
 class TokenClassificationPipeline(Pipeline):
     task = "token-classification"
     model_class = BertForTokenClassification
+    token_outputs = ("logits",)
 
     def _check_parameters(self, aggregation_strategy="none", ignore_labels=None, stride=None,
                           is_split_into_words=False, delimiter=None):
@@ -66,11 +67,11 @@ class TokenClassificationPipeline(Pipeline):
                 raise ValueError(f"stride must be an integer in [0, {self.max_length - 2}) (the tokens of a window "
                                  f"without [CLS] and [SEP]), got {stride!r}")
 
-    def __call__(self, inputs, **kwargs):
+    def __call__(self, inputs, batch_size=None, **kwargs):
         params = self._params(kwargs)
         if params.get("is_split_into_words") and inputs and not isinstance(inputs[0], (list, tuple)):
-            return [self._run(inputs, **params)]        # one sentence given as words: a list of one, as transformers
-        return super().__call__(inputs, **kwargs)
+            return self._run_examples([inputs], batch_size, params)    # one sentence as words: a list of one
+        return super().__call__(inputs, batch_size, **kwargs)
 
     # ---- preprocess: text -> content tokens with offsets -> windows --------------------------
     def _tokens(self, sentence, is_split_into_words, delimiter):
@@ -143,22 +144,29 @@ class TokenClassificationPipeline(Pipeline):
         return tags, probs
 
     # ---- one example -----------------------------------------------------------------------
-    def _run(self, sentence, aggregation_strategy="none", ignore_labels=None, stride=None,
-             is_split_into_words=False, delimiter=None):
-        strategy = str(aggregation_strategy).lower()
-        ignore_labels = ["O"] if ignore_labels is None else ignore_labels
+    def _preprocess(self, sentence, aggregation_strategy="none", ignore_labels=None, stride=None,
+                    is_split_into_words=False, delimiter=None):
         text, ids, offsets = self._tokens(sentence, is_split_into_words, delimiter)
         windows = self.windows(ids, offsets, stride)
         if stride is None and len(ids) > self.max_length - 2:
             warnings.warn(f"token-classification: the text is {len(ids) + 2} tokens long, the model takes "
                           f"{self.max_length}: the {len(ids) - (self.max_length - 2)} tokens after {text[:30]!r}... "
                           f"cut off get no tag; pass stride=N to cover the whole text with overlapping windows",
-                          stacklevel=4)
+                          stacklevel=5)
+        sequences = [{"input_ids": np.asarray(input_ids, dtype=np.int64),
+                      "attention_mask": np.asarray(attention, dtype=np.int64),
+                      "token_type_ids": np.zeros(len(input_ids), dtype=np.int64)}
+                     for input_ids, offs, special, attention in windows]
+        return sequences, (text, windows)
+
+    def _postprocess(self, context, outputs, aggregation_strategy="none", ignore_labels=None, stride=None,
+                     is_split_into_words=False, delimiter=None):
+        text, windows = context
+        strategy = str(aggregation_strategy).lower()
+        ignore_labels = ["O"] if ignore_labels is None else ignore_labels
         entities = []
-        for input_ids, offs, special, attention in windows:
-            enc = {"input_ids": np.asarray([input_ids]), "attention_mask": np.asarray([attention]),
-                   "token_type_ids": np.zeros((1, len(input_ids)), dtype=np.int64)}
-            scores = softmax(self._forward(enc).logits[0])                  # (T, K)
+        for (input_ids, offs, special, attention), out in zip(windows, outputs):
+            scores = softmax(out["logits"])                                   # (T, K)
             pre = self.gather_pre_entities(text, input_ids, scores, offs, special)
             entities += [e for e in self.aggregate(pre, strategy)
                          if e.get("entity") not in ignore_labels and e.get("entity_group") not in ignore_labels]

@@ -6,16 +6,25 @@ npbert adds `layerwise_lr_decay`, `head_learning_rate` (seed 004's rates),
 arguments), `plot` (training_curves.png when matplotlib is installed) and
 `ignore_changed_args` (resume even though an argument in RESULT_FIELDS changed).
 
+Every other field of transformers 5's TrainingArguments is accepted too (report_to, logging_dir,
+push_to_hub=False, hub_*, run_name, disable_tqdm, fp16, ...): npbert has no use for them
+offline, in one process on the CPU, so each is kept as an attribute and noted in one line
+(npbert/training/offline_args.py: which, and why); push_to_hub=True and the few that would change
+the trained model (label_smoothing_factor, ...) are refused; a keyword that is no field at all
+is a TypeError naming the closest one.
+
 `overwrite_output_dir` is transformers' field: a run into a directory holding another run's
 checkpoints or model is refused unless it is set (the old checkpoints are then removed) or
 the run resumes (see npbert.training.runs).
 """
 import dataclasses
+import functools
 import json
 import math
 from dataclasses import dataclass, field
 
 from npbert.optim.schedules import SCHEDULER_NAMES
+from npbert.training.offline_args import sort_keywords
 
 # The fields whose change alters a run's result: resuming a checkpoint with any of them
 # different from the saved training_args.json is refused (listing each change) unless
@@ -144,3 +153,20 @@ class TrainingArguments:
 
     def to_json_string(self):
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+# The dataclass's own __init__ takes npbert's fields; a call goes through this one first, which
+# sorts transformers' other keywords out (offline_args.sort_keywords) and keeps them as attributes.
+_fields_init = TrainingArguments.__init__
+
+
+@functools.wraps(_fields_init)
+def _init(self, *args, **kwargs):
+    kwargs, ignored = sort_keywords(kwargs, [f.name for f in dataclasses.fields(TrainingArguments)])
+    _fields_init(self, *args, **kwargs)
+    self.ignored_args = ignored                     # {name: value}, not a field: not in to_dict()
+    for name, value in ignored.items():
+        setattr(self, name, value)
+
+
+TrainingArguments.__init__ = _init
