@@ -112,6 +112,8 @@ TRAINING_HELP = {
     "early_stopping_patience": "stop after this many evaluations without improvement",
     "early_stopping_threshold": "the improvement that counts for early stopping",
     "plot": "draw training_curves.png (needs matplotlib)",
+    "gradient_checkpointing": "keep each layer's input only and recompute its activations in the backward: "
+                              "the same gradients, less memory, about one more forward per step",
     "overwrite_output_dir": "start over in an --output_dir that holds another run's checkpoints or model "
                             "(its checkpoints are removed)",
     "ignore_changed_args": "resume even though a flag that changes the result (seed, learning_rate, ...) "

@@ -77,6 +77,7 @@ class TrainingArguments:
     early_stopping_patience: int = None
     early_stopping_threshold: float = 0.0
     plot: bool = True
+    gradient_checkpointing: bool = False
     overwrite_output_dir: bool = False
     ignore_changed_args: bool = False
 

@@ -26,7 +26,8 @@ logger = logging.getLogger(__name__)
 
 _TRACKER = "npbert reports to no tracker: its log is the console and output_dir/trainer_state.json"
 _DEVICE = "npbert trains on the CPU in the model's dtype (float32 unless loaded as float64)"
-_PARALLEL = "npbert's Trainer runs in one process (data parallelism: npbert.training.data_parallel)"
+_PARALLEL = ("npbert's Trainer runs data-parallel over MPI when started under mpiexec (docs/data_parallel.md); "
+             "torch.distributed's settings do not apply")
 _LOADER = "npbert's Trainer batches in the main process, with no DataLoader workers"
 _MEMORY = "npbert's Trainer keeps no torch memory to manage or compile"
 _EVAL = "npbert's Trainer evaluates as eval_strategy / eval_steps say, gathering every batch"
@@ -52,7 +53,7 @@ IGNORED = {
     "torch_compile": (False, _MEMORY), "torch_compile_backend": (None, _MEMORY),
     "torch_compile_mode": (None, _MEMORY), "torch_empty_cache_steps": (None, _MEMORY),
     "use_liger_kernel": (False, _MEMORY), "liger_kernel_config": (None, _MEMORY),
-    "gradient_checkpointing": (None, _MEMORY), "gradient_checkpointing_kwargs": (None, _MEMORY),
+    "gradient_checkpointing_kwargs": (None, _MEMORY),
     "activation_checkpointing": (None, _MEMORY), "activation_checkpointing_kwargs": (None, _MEMORY),
     "auto_find_batch_size": (False, _MEMORY), "use_cache": (False, _MEMORY),
     "enable_jit_checkpoint": (False, _MEMORY),

@@ -185,6 +185,8 @@ class Trainer(Evaluation, Checkpointing):
         a, model = self.args, self.model
         n, updates_per_epoch, total, epochs = self._plan()
         self.create_optimizer_and_scheduler(total)
+        if a.gradient_checkpointing:                          # the same gradients, less memory (encoder.py)
+            model.gradient_checkpointing_enable()
         self.state = TrainerState(max_steps=total, num_train_epochs=epochs, train_batch_size=a.per_device_train_batch_size,
                                   logging_steps=a.steps(a.logging_steps, total), eval_steps=a.steps(a.eval_steps, total),
                                   save_steps=a.steps(a.save_steps, total))

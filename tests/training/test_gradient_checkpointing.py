@@ -120,3 +120,28 @@ def test_a_model_without_an_encoder_says_so():
             self.post_init()
     with pytest.raises(ValueError, match="no encoder"):
         Tiny(npbert.BertConfig(**CFG)).gradient_checkpointing_enable()
+
+
+def test_the_trainer_with_gradient_checkpointing_ends_where_it_ends_without(tmp_path):
+    """TrainingArguments(gradient_checkpointing=True): 3 AdamW steps, dropout on, bit for bit."""
+    from npbert.training import Trainer, TrainingArguments
+    data = [{k: v[i] for k, v in batch_for("BertForSequenceClassification", B=8).items()} for i in range(8)]
+    params = []
+    for on in (False, True):
+        model = npbert.BertForSequenceClassification(npbert.BertConfig(**CFG), dtype=np.float32, seed=2)
+        args = TrainingArguments(str(tmp_path / str(on)), max_steps=3, per_device_train_batch_size=4,
+                                 save_strategy="no", plot=False, gradient_checkpointing=on)
+        Trainer(model, args, train_dataset=data).train()
+        assert model.is_gradient_checkpointing == on
+        params.append({n: p.copy() for n, p in model.named_parameters()})
+    assert all(np.array_equal(params[0][n], params[1][n]) for n in params[0])
+
+
+def test_the_command_line_has_the_flag():
+    import argparse
+
+    from npbert.cli.common import add_training_arguments, training_arguments
+    parser = argparse.ArgumentParser()
+    add_training_arguments(parser)
+    assert training_arguments(parser.parse_args(["--gradient_checkpointing"]), "o").gradient_checkpointing is True
+    assert training_arguments(parser.parse_args([]), "o").gradient_checkpointing is False
