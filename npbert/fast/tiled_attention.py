@@ -103,7 +103,7 @@ def _forward_rows(qi, k, v, mask, keep, after, scale, block_k, context, row_max,
         shift = _finite(m_new)                                                     # (n, Fb, 1), see _finite
         s -= shift
         e = np.exp(s, out=s)                                                       # (n, Fb, Tb) = E
-        rescale = np.exp(m - shift)                                                # (n, Fb, 1), 0 on the first block
+        rescale = _rescale(m, shift)                                               # (n, Fb, 1), 0 on the first block
         l *= rescale
         l += e.sum(axis=-1, keepdims=True)                                         # softmax's sum: before dropout
         if keep is not None:
@@ -162,7 +162,7 @@ def _backward_rows(do, o, qi, k, v, mask, keep, after, scale, block_k, row_max, 
     tiled_attention_backward's docstring.  do, o, qi (n, Fb, D); k, v (n, T, D); row_max, log_sum
     (n, Fb).  Writes dq (n, Fb, D); adds into dk, dv (n, T, D)."""
     T = k.shape[1]
-    delta = np.einsum("nfd,nfd->nf", do, o)[..., None]                             # (n, Fb, 1) = rowsum(dO * O)
+    delta = _row_dot(do, o)                                                        # (n, Fb, 1) = rowsum(dO * O)
     m, log_l = row_max[..., None], log_sum[..., None]                              # (n, Fb, 1) each
     dq[...] = 0
     for t0 in range(0, T, block_k):
@@ -209,6 +209,17 @@ def _finite(m):
     """The row max to subtract: m, or 0 where m = -inf (every score so far -inf: exp(-inf - 0) = 0,
     where exp(-inf - (-inf)) would be NaN)."""
     return np.where(np.isneginf(m), 0, m).astype(m.dtype, copy=False)
+
+
+def _row_dot(do, o):
+    """rowsum(dO * O) (n, Fb, D), (n, Fb, D) -> (n, Fb, 1): the backward's delta, = rowsum(dP * P)."""
+    return np.einsum("nfd,nfd->nf", do, o)[..., None]
+
+
+def _rescale(m, m_new):
+    """exp(m - m_new) (n, Fb, 1): what the sums and products so far, taken with the old row max m,
+    are multiplied by to be taken with the new one.  0 while m = -inf (nothing summed yet)."""
+    return np.exp(m - m_new)
 
 
 def _mask_rows(mask, b, heads, f0, f1):
