@@ -69,12 +69,14 @@ def tiled_attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, r
     tasks = _tasks(B, N)
 
     def work(first, last):
+        buffers = (np.empty(N * block_q * block_k, q.dtype), np.empty(N * block_q * D, q.dtype))   # S tile, E V
         for b, h0, h1 in tasks[first:last]:
             heads = slice(h0, h1)
+            q_scaled = q[b, heads] * scale                                          # (n, F, D), see _forward_rows
             for f0 in range(0, F, block_q):
                 f1 = min(F, f0 + block_q)
-                _forward_rows(q[b, heads, f0:f1], k[b, heads], v[b, heads], _mask_rows(mask, b, heads, f0, f1),
-                              drop.keep(b, h0, h1, f0, f1), after[heads, None, None], scale, block_k,
+                _forward_rows(q_scaled[:, f0:f1], k[b, heads], v[b, heads], _mask_rows(mask, b, heads, f0, f1),
+                              drop.keep(b, h0, h1, f0, f1), after[heads, None, None], block_k, buffers,
                               context[b, heads, f0:f1], row_max[b, heads, f0:f1], log_sum[b, heads, f0:f1])
     over_batch(work, len(tasks))
     drop.done()                             # a caller's generator: moved on as the reference moves it
@@ -83,22 +85,23 @@ def tiled_attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, r
     return context, cache
 
 
-def _forward_rows(qi, k, v, mask, keep, after, scale, block_k, context, row_max, log_sum):
+def _forward_rows(qi, k, v, mask, keep, after, block_k, buffers, context, row_max, log_sum):
     """One block of query rows of one batch row, a group of n heads: the loop of
-    tiled_attention_forward's docstring.  qi (n, Fb, D); k, v (n, T, D); mask broadcastable to
-    (n, Fb, T) or None; keep (n, Fb, T) bool or None; after (n, 1, 1).  Writes context (n, Fb, D),
-    row_max and log_sum (n, Fb)."""
+    tiled_attention_forward's docstring.  qi (n, Fb, D), already multiplied by scale (Q K^T * scale
+    = (Q * scale) K^T: exact for a power of two such as 64^-1/2, else one rounding of q's entries);
+    k, v (n, T, D); mask broadcastable to (n, Fb, T) or None; keep (n, Fb, T) bool or None; after
+    (n, 1, 1); buffers: flat, room for (n, Fb, block_k) and (n, Fb, D).  Writes context (n, Fb, D), row_max and
+    log_sum (n, Fb)."""
     n, Fb, D = qi.shape
     T = k.shape[1]
+    s_buffer, product = buffers
     m = np.full((n, Fb, 1), -np.inf, dtype=qi.dtype)                               # running max
     l = np.zeros((n, Fb, 1), dtype=qi.dtype)                                       # running sum of exps
     acc = np.zeros((n, Fb, D), dtype=qi.dtype)                                     # running (E * keep) V
     for t0 in range(0, T, block_k):
         t1 = min(T, t0 + block_k)
-        s = np.matmul(qi, k[:, t0:t1].transpose(0, 2, 1))                          # (n, Fb, Tb) = Q_i K_j^T
-        s *= scale
-        if mask is not None:
-            s += _cols(mask, t0, t1)                                               # + mask
+        s = np.matmul(qi, k[:, t0:t1].transpose(0, 2, 1), out=_tile(s_buffer, (n, Fb, t1 - t0)))   # Q_i K_j^T * scale
+        _add_mask(s, mask, t0, t1)                                                 # (n, Fb, Tb) + mask
         m_new = np.maximum(m, s.max(axis=-1, keepdims=True))                       # (n, Fb, 1)
         shift = _finite(m_new)                                                     # (n, Fb, 1), see _finite
         s -= shift
@@ -109,7 +112,7 @@ def _forward_rows(qi, k, v, mask, keep, after, scale, block_k, context, row_max,
         if keep is not None:
             e *= keep[:, :, t0:t1]                                                 # dropout's zeros (its scale: `after`)
         acc *= rescale
-        acc += np.matmul(e, v[:, t0:t1])                                           # (n, Fb, D)
+        acc += np.matmul(e, v[:, t0:t1], out=_tile(product, (n, Fb, D)))          # (n, Fb, D)
         m = m_new
     np.multiply(acc, after / l, out=context)                                       # (n, Fb, D) = acc / l * after
     row_max[...] = _finite(m)[..., 0]                                              # (n, Fb)
@@ -142,49 +145,62 @@ def tiled_attention_backward(dcontext, cache, out=None):
     tasks = _tasks(B, N)
 
     def work(first, last):
+        tile = N * block_q * block_k
+        buffers = (np.empty(tile, q.dtype), np.empty(tile, q.dtype),                # P, dS tiles; a
+                   np.empty(N * max(block_q, block_k) * D, q.dtype))                # (n, Fb or Tb, D) product
         for b, h0, h1 in tasks[first:last]:
             heads = slice(h0, h1)
+            q_scaled = q[b, heads] * cache["scale"]                                 # (n, F, D), as in the forward
             dk[b, heads] = 0                                                       # summed over query blocks
             dv[b, heads] = 0
             for f0 in range(0, F, block_q):
                 f1 = min(F, f0 + block_q)
                 rows = (b, heads, slice(f0, f1))
-                _backward_rows(dcontext[rows], context[rows], q[rows], k[b, heads], v[b, heads],
+                _backward_rows(dcontext[rows], context[rows], q_scaled[:, f0:f1], k[b, heads], v[b, heads],
                                _mask_rows(mask, b, heads, f0, f1), drop.keep(b, h0, h1, f0, f1),
-                               after[heads, None, None], cache["scale"], block_k,
+                               after[heads, None, None], cache["scale"], block_k, buffers,
                                cache["row_max"][rows], cache["log_sum"][rows], dq[rows], dk[b, heads], dv[b, heads])
     over_batch(work, len(tasks))
     return dq, dk, dv
 
 
-def _backward_rows(do, o, qi, k, v, mask, keep, after, scale, block_k, row_max, log_sum, dq, dk, dv):
+def _backward_rows(do, o, qi, k, v, mask, keep, after, scale, block_k, buffers, row_max, log_sum, dq, dk, dv):
     """One block of query rows of one batch row, a group of n heads: the loop of
-    tiled_attention_backward's docstring.  do, o, qi (n, Fb, D); k, v (n, T, D); row_max, log_sum
-    (n, Fb).  Writes dq (n, Fb, D); adds into dk, dv (n, T, D)."""
+    tiled_attention_backward's docstring.  do, o (n, Fb, D); qi (n, Fb, D) multiplied by scale (as
+    in the forward: dK_j += dS^T Q_i with dS's factor scale in it; dQ_i's applied once at the end);
+    k, v (n, T, D); row_max, log_sum (n, Fb); buffers: from tiled_attention_backward.
+    Writes dq (n, Fb, D); adds into dk, dv (n, T, D)."""
+    n, Fb, D = qi.shape
     T = k.shape[1]
+    p_buffer, ds_buffer, product = buffers
+    plain = keep is None and bool(np.all(after == 1))                              # A = P, dP = dA
     delta = _row_dot(do, o)                                                        # (n, Fb, 1) = rowsum(dO * O)
     m, log_l = row_max[..., None], log_sum[..., None]                              # (n, Fb, 1) each
     dq[...] = 0
     for t0 in range(0, T, block_k):
         t1 = min(T, t0 + block_k)
+        Tb = t1 - t0
         # in the forward: S = Q_i K_j^T * scale + mask, P = exp(S - m) / l
-        p = np.matmul(qi, k[:, t0:t1].transpose(0, 2, 1))                          # (n, Fb, Tb)
-        p *= scale
-        if mask is not None:
-            p += _cols(mask, t0, t1)
+        p = np.matmul(qi, k[:, t0:t1].transpose(0, 2, 1), out=_tile(p_buffer, (n, Fb, Tb)))   # Q_i K_j^T * scale
+        _add_mask(p, mask, t0, t1)                                                 # (n, Fb, Tb) = S
         p -= m
         p -= log_l
         np.exp(p, out=p)                                                           # P
         # in the forward: context = A V, A = P * keep * after
-        a = p * after if keep is None else p * keep[:, :, t0:t1] * after           # (n, Fb, Tb) = A
-        dv[:, t0:t1] += np.matmul(a.transpose(0, 2, 1), do)                        # (n, Tb, D)
-        ds = np.matmul(do, v[:, t0:t1].transpose(0, 2, 1))                         # (n, Fb, Tb) = dA
-        ds *= after if keep is None else keep[:, :, t0:t1] * after                 # dP
+        a = p if plain else np.multiply(p, after, out=_tile(ds_buffer, (n, Fb, Tb)))
+        if keep is not None:
+            a *= keep[:, :, t0:t1]                                                 # (n, Fb, Tb) = A
+        dv[:, t0:t1] += np.matmul(a.transpose(0, 2, 1), do, out=_tile(product, (n, Tb, D)))   # A^T dO
+        ds = np.matmul(do, v[:, t0:t1].transpose(0, 2, 1), out=_tile(ds_buffer, (n, Fb, Tb)))  # dA
+        if not plain:
+            ds *= after
+            if keep is not None:
+                ds *= keep[:, :, t0:t1]                                            # dP
         ds -= delta
-        ds *= p                                                                    # P * (dP - delta)
-        ds *= scale                                                                # dS, of Q K^T
-        dq += np.matmul(ds, k[:, t0:t1])                                           # (n, Fb, D)
-        dk[:, t0:t1] += np.matmul(ds.transpose(0, 2, 1), qi)                       # (n, Tb, D)
+        ds *= p                                                                    # P * (dP - delta) = dS / scale
+        dq += np.matmul(ds, k[:, t0:t1], out=_tile(product, (n, Fb, D)))           # (n, Fb, D)
+        dk[:, t0:t1] += np.matmul(ds.transpose(0, 2, 1), qi, out=_tile(product, (n, Tb, D)))  # dS^T Q_i
+    dq *= scale                                                                    # dS K = (dS / scale) K * scale
 
 
 # ---- helpers --------------------------------------------------------------------------------------
@@ -230,6 +246,22 @@ def _mask_rows(mask, b, heads, f0, f1):
     m = mask[b if mask.shape[0] > 1 else 0]                                        # (Nm, Fm, Tm)
     m = m[heads] if m.shape[0] > 1 else m
     return m[:, f0:f1] if m.shape[1] > 1 else m
+
+
+def _tile(buffer, shape):
+    """A C-contiguous (shape) view of the start of a flat buffer (tiles at the edges are smaller)."""
+    return buffer[:int(np.prod(shape))].reshape(shape)
+
+
+def _add_mask(s, mask, t0, t1):
+    """s += the mask's keys [t0, t1) (a part from _mask_rows; s (n, Fb, Tb)).  A padding mask's
+    part that is all 0 (no padded key there) is not added: x + 0 = x."""
+    if mask is None:
+        return
+    part = _cols(mask, t0, t1)
+    if part.shape[-2] == 1 and not part.any():
+        return
+    s += part
 
 
 def _cols(mask, t0, t1):
