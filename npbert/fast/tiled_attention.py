@@ -50,7 +50,7 @@ def tiled_attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, r
 
     Returns (context (B, N, F, D), cache).  The cache holds q, k, v, the context (read again by
     the backward: the caller must not overwrite it before then), m and log l (B, N, F) each
-    (the log-sum-exp m + log l, kept in its two parts: see _row_stats), and what regenerates
+    (the log-sum-exp m + log l, kept in its two parts: docs/long_sequences.md says why), and what regenerates
     the dropout masks."""
     mask = check_attention_inputs(q, k, v, mask, head_mask)
     if mask is not None and not mask.any():
@@ -108,7 +108,7 @@ def _forward_rows(qi, k, v, mask, keep, after, block_k, buffers, context, row_ma
         e = np.exp(s, out=s)                                                       # (n, Fb, Tb) = E
         rescale = _rescale(m, shift)                                               # (n, Fb, 1), 0 on the first block
         l *= rescale
-        l += e.sum(axis=-1, keepdims=True)                                         # softmax's sum: before dropout
+        l += np.einsum("nft->nf", e)[..., None]                                  # rowsum(E), softmax's: before dropout
         if keep is not None:
             e *= keep[:, :, t0:t1]                                                 # dropout's zeros (its scale: `after`)
         acc *= rescale

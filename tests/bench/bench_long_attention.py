@@ -11,6 +11,10 @@ mask (B, 1, 1, T) with the second row's last eighth masked, no dropout (eval).
   reset (/proc/self/clear_refs) and the peak above the resident size (inputs) is read after one
   run.  Large allocations go through mmap there (MALLOC_MMAP_THRESHOLD_), so RSS follows live
   memory on both sides.  fwd_bwd's peak includes what the forward keeps for the backward.
+- `gemm-floor`: only the tiled op's GEMMs (Q K^T and S V forward; Q K^T again, S^T dO, dO V^T,
+  dS K, dS^T Q backward) on the same threads and tiles, nothing between them: no NumPy
+  implementation of attention gets below it here, so tiled / gemm-floor is what the softmax,
+  masks and rescaling cost, and gemm-floor / sdpa what NumPy's GEMMs cost against torch's kernel.
 
     python tests/bench/bench_long_attention.py                      # T = 512, 1024, 2048, 5 rounds
     python tests/bench/bench_long_attention.py --quick              # 3 rounds, T = 512, 2048
@@ -25,7 +29,7 @@ import sys
 import time
 
 MODES = ("forward", "fwd_bwd")
-IMPLS = ("tiled", "fast", "sdpa")
+IMPLS = ("tiled", "fast", "sdpa", "gemm-floor")
 
 
 def _rss_kib(field):
@@ -66,6 +70,9 @@ def make_runner(impl, T, args):
                 return context if mode == "forward" else F.attention_backward(dcontext, cache, free=True)
         return run
 
+    if impl == "gemm-floor":
+        return _gemm_floor_runner(q, k, v, dcontext, args.block)
+
     import torch
     torch.set_num_threads(2)
     tq, tk, tv, tdo = (torch.from_numpy(a) for a in (q, k, v, dcontext))
@@ -79,6 +86,35 @@ def make_runner(impl, T, args):
         out = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv, attn_mask=tmask)
         out.backward(tdo)
         return qq.grad, kk.grad, vv.grad
+    return run
+
+
+def _gemm_floor_runner(q, k, v, dcontext, block):
+    """The tiled op's GEMMs alone, tile by tile on npbert's threads (one BLAS thread each)."""
+    import numpy as np
+    from npbert.fast.parallel import over_batch, set_num_threads
+    set_num_threads(2)
+    B, N, T, D = k.shape
+    out, dq, dk, dv = (np.empty_like(q) for _ in range(4))
+
+    def run(mode):
+        def rows(a, b):
+            s, ds = np.empty((N, block, block), np.float32), np.empty((N, block, block), np.float32)
+            for i in range(a, b):
+                for f0 in range(0, T, block):
+                    qi, do = q[i, :, f0:f0 + block], dcontext[i, :, f0:f0 + block]
+                    for t0 in range(0, T, block):
+                        kj, vj = k[i, :, t0:t0 + block], v[i, :, t0:t0 + block]
+                        np.matmul(qi, kj.transpose(0, 2, 1), out=s)                  # Q K^T
+                        if mode == "forward":
+                            np.matmul(s, vj, out=out[i, :, f0:f0 + block])           # S V
+                            continue
+                        np.matmul(s.transpose(0, 2, 1), do, out=dv[i, :, t0:t0 + block])   # S^T dO
+                        np.matmul(do, vj.transpose(0, 2, 1), out=ds)                 # dO V^T
+                        np.matmul(ds, kj, out=dq[i, :, f0:f0 + block])               # dS K
+                        np.matmul(ds.transpose(0, 2, 1), qi, out=dk[i, :, t0:t0 + block])  # dS^T Q
+        over_batch(rows, B)
+        return out
     return run
 
 
@@ -156,6 +192,8 @@ def main():
         if not args.no_memory:
             for mode in modes:
                 for impl in impls:
+                    if impl == "gemm-floor":                   # a time bound only: its memory means nothing
+                        continue
                     r = subprocess.run(common + ["--memory-worker", impl, mode, str(T)], env=memory_env,
                                        capture_output=True, text=True)
                     if r.returncode != 0:
@@ -171,7 +209,7 @@ def main():
             if "tiled" not in impls:
                 continue
             for impl in impls:
-                if impl == "tiled":
+                if impl in ("tiled", "gemm-floor"):          # (the floor's ratios below)
                     continue
                 ratios = [a / b for a, b in zip(times[mode]["tiled"], times[mode][impl])]   # round by round
                 mem = ""
@@ -179,6 +217,12 @@ def main():
                     mem = f"   memory {peaks[('tiled', mode)] / max(peaks[(impl, mode)], 1e-9):5.2f}x"
                 print(f"  tiled / {impl:5s} time {statistics.median(ratios):5.2f}x "
                       f"(rounds {min(ratios):.2f}..{max(ratios):.2f}){mem}", flush=True)
+            if "gemm-floor" in impls:
+                for a, b in (("tiled", "gemm-floor"), ("gemm-floor", "sdpa")):
+                    if a in impls and b in impls:
+                        ratios = [x / y for x, y in zip(times[mode][a], times[mode][b])]
+                        print(f"  {a} / {b} time {statistics.median(ratios):5.2f}x "
+                              f"(rounds {min(ratios):.2f}..{max(ratios):.2f})", flush=True)
 
 
 if __name__ == "__main__":
