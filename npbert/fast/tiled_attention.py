@@ -72,10 +72,9 @@ def tiled_attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, r
         buffers = (np.empty(N * block_q * block_k, q.dtype), np.empty(N * block_q * D, q.dtype))   # S tile, E V
         for b, h0, h1 in tasks[first:last]:
             heads = slice(h0, h1)
-            q_scaled = q[b, heads] * scale                                          # (n, F, D), see _forward_rows
             for f0 in range(0, F, block_q):
                 f1 = min(F, f0 + block_q)
-                _forward_rows(q_scaled[:, f0:f1], k[b, heads], v[b, heads], _mask_rows(mask, b, heads, f0, f1),
+                _forward_rows(q[b, heads, f0:f1] * scale, k[b, heads], v[b, heads], _mask_rows(mask, b, heads, f0, f1),
                               drop.keep(b, h0, h1, f0, f1), after[heads, None, None], block_k, buffers,
                               context[b, heads, f0:f1], row_max[b, heads, f0:f1], log_sum[b, heads, f0:f1])
     over_batch(work, len(tasks))
@@ -110,7 +109,7 @@ def _forward_rows(qi, k, v, mask, keep, after, block_k, buffers, context, row_ma
         l *= rescale
         l += np.einsum("nft->nf", e)[..., None]                                  # rowsum(E), softmax's: before dropout
         if keep is not None:
-            e *= keep[:, :, t0:t1]                                                 # dropout's zeros (its scale: `after`)
+            e *= keep[:, :, t0:t1]                                                 # dropout's zeros (scale: `after`)
         acc *= rescale
         acc += np.matmul(e, v[:, t0:t1], out=_tile(product, (n, Fb, D)))          # (n, Fb, D)
         m = m_new
@@ -146,17 +145,16 @@ def tiled_attention_backward(dcontext, cache, out=None):
 
     def work(first, last):
         tile = N * block_q * block_k
-        buffers = (np.empty(tile, q.dtype), np.empty(tile, q.dtype),                # P, dS tiles; a
-                   np.empty(N * max(block_q, block_k) * D, q.dtype))                # (n, Fb or Tb, D) product
+        buffers = (np.empty(tile, q.dtype), np.empty(tile, q.dtype),                # P; A, then dS
+                   np.empty(N * max(block_q, block_k) * D, q.dtype))                # a product (n, Fb or Tb, D)
         for b, h0, h1 in tasks[first:last]:
             heads = slice(h0, h1)
-            q_scaled = q[b, heads] * cache["scale"]                                 # (n, F, D), as in the forward
             dk[b, heads] = 0                                                       # summed over query blocks
             dv[b, heads] = 0
             for f0 in range(0, F, block_q):
                 f1 = min(F, f0 + block_q)
                 rows = (b, heads, slice(f0, f1))
-                _backward_rows(dcontext[rows], context[rows], q_scaled[:, f0:f1], k[b, heads], v[b, heads],
+                _backward_rows(dcontext[rows], context[rows], q[rows] * cache["scale"], k[b, heads], v[b, heads],
                                _mask_rows(mask, b, heads, f0, f1), drop.keep(b, h0, h1, f0, f1),
                                after[heads, None, None], cache["scale"], block_k, buffers,
                                cache["row_max"][rows], cache["log_sum"][rows], dq[rows], dk[b, heads], dv[b, heads])
