@@ -150,6 +150,22 @@ def test_dropout_keyed_same_masks_as_the_reference(first_row, N, F, T):
     assert_equal64(r, t)
 
 
+def test_dropout_same_masks_as_the_fast_op_drawing_in_pieces():
+    """Against npbert/fast/attention.py (the op the model runs now), with a keyed mask large enough
+    that the fast dropout draws it in pieces on threads (> 2^17 entries a batch row)."""
+    import npbert.fast.attention as fast
+    B, N, F, T, D = 2, 2, 260, 260, 4                                       # 135200 entries a row
+    q, k, v, dcontext = inputs(B, N, F, T, D)
+    key = DropoutKey(11, "encoder.layer.1.attention.self.dropout", 5)
+    mask = masks("padding", B, F, T)
+    context_f, cache_f = fast.attention_forward(q, k, v, mask, None, 0.1, key, True)
+    fast_results = (context_f, *fast.attention_backward(dcontext, cache_f))
+    context_t, cache_t = tiled.tiled_attention_forward(q, k, v, mask, None, 0.1, key, True, block=96)
+    tiled_results = (context_t, *tiled.tiled_attention_backward(dcontext, cache_t))
+    np.testing.assert_array_equal(cache_f["dropout"][0], keep_mask(key, (B, N, F, T), 0.1))
+    assert_equal64(fast_results, tiled_results)
+
+
 def test_dropout_generator_same_masks_and_same_state_after():
     """An np.random.Generator: the tiled op draws the reference's masks from a copy of its state
     and leaves the generator where the reference's draw leaves it (a 32-bit value buffered before
