@@ -28,7 +28,7 @@ from npbert.ops.dropout import DropoutKey, keep_mask, site_stream, threshold_for
 
 from .parallel import get_num_threads, over_batch
 
-DEFAULT_BLOCK = 256          # query rows and key columns per tile (benchmarks: docs/long_sequences.md)
+DEFAULT_BLOCK = 128          # query rows and key columns per tile (64 to 512 measured: docs/long_sequences.md)
 
 
 def tiled_attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=None, training=False,

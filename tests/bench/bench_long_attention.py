@@ -18,7 +18,12 @@ mask (B, 1, 1, T) with the second row's last eighth masked, no dropout (eval).
 
     python tests/bench/bench_long_attention.py                      # T = 512, 1024, 2048, 5 rounds
     python tests/bench/bench_long_attention.py --quick              # 3 rounds, T = 512, 2048
-    python tests/bench/bench_long_attention.py --seqs 4096 --block 512
+    python tests/bench/bench_long_attention.py --seqs 4096 --block 256
+    python tests/bench/bench_long_attention.py --dropout 0.1     # training: dropout on the probabilities
+
+With --dropout, npbert's ops draw keyed masks (a DropoutKey, as the model does; the tiled op
+draws them in the forward and again in the backward) and SDPA gets dropout_p (torch's choice of
+kernel then).
 """
 import argparse
 import json
@@ -54,19 +59,21 @@ def make_runner(impl, T, args):
     mask = np.zeros((B, 1, 1, T), np.float32)
     mask[-1, ..., T - T // 8:] = np.finfo(np.float32).min                # the last row padded
 
+    dropout_p = args.dropout
     if impl in ("tiled", "fast"):
         import npbert.fast as F
         F.set_num_threads(2)
+        drop = dict(dropout_p=dropout_p, rng=F.DropoutKey(0, "bench.dropout", 0), training=dropout_p > 0)
         if impl == "tiled":
             def forward():
-                return F.tiled_attention_forward(q, k, v, mask, block=args.block)
+                return F.tiled_attention_forward(q, k, v, mask, block=args.block, **drop)
 
             def run(mode):
                 context, cache = forward()
                 return context if mode == "forward" else F.tiled_attention_backward(dcontext, cache)
         else:
             def run(mode):
-                context, cache = F.attention_forward(q, k, v, mask)
+                context, cache = F.attention_forward(q, k, v, mask, **drop)
                 return context if mode == "forward" else F.attention_backward(dcontext, cache, free=True)
         return run
 
@@ -81,9 +88,10 @@ def make_runner(impl, T, args):
     def run(mode):
         if mode == "forward":
             with torch.no_grad():
-                return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=tmask)
+                return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=tmask,
+                                                                        dropout_p=dropout_p)
         qq, kk, vv = (t.detach().requires_grad_() for t in (tq, tk, tv))
-        out = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv, attn_mask=tmask)
+        out = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv, attn_mask=tmask, dropout_p=dropout_p)
         out.backward(tdo)
         return qq.grad, kk.grad, vv.grad
     return run
@@ -154,10 +162,11 @@ def main():
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--heads", type=int, default=12)
     p.add_argument("--head-size", type=int, default=64)
-    p.add_argument("--block", type=int, default=256, help="the tiled op's block (query rows and key columns)")
+    p.add_argument("--block", type=int, default=128, help="the tiled op's block (query rows and key columns)")
     p.add_argument("--rounds", type=int, default=5, help="timed runs of each implementation per mode")
     p.add_argument("--impls", default=",".join(IMPLS))
     p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--dropout", type=float, default=0.0, help="dropout on the probabilities (training)")
     p.add_argument("--quick", action="store_true", help="3 rounds, T = 512 and 2048")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     p.add_argument("--time-worker", type=int, help=argparse.SUPPRESS)
@@ -178,10 +187,12 @@ def main():
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(here)) + os.pathsep + env.get("PYTHONPATH", "")
     common = [sys.executable, os.path.abspath(__file__), "--batch", str(args.batch), "--heads", str(args.heads),
               "--head-size", str(args.head_size), "--block", str(args.block), "--rounds", str(args.rounds),
+              "--dropout", str(args.dropout),
               "--impls", args.impls, "--modes", args.modes]
     impls, modes = args.impls.split(","), args.modes.split(",")
     print(f"attention alone: B {args.batch}, N {args.heads}, D {args.head_size}, float32, 2 threads, "
-          f"padding mask, eval; tiled block {args.block}; {args.rounds} alternating rounds", flush=True)
+          f"padding mask, dropout {args.dropout}; tiled block {args.block}; {args.rounds} alternating rounds",
+          flush=True)
     memory_env = dict(env, MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
     for T in (int(t) for t in args.seqs.split(",")):
         out = subprocess.run(common + ["--time-worker", str(T)], env=env, capture_output=True, text=True)
