@@ -114,6 +114,7 @@ def test_all_masked_rows_are_uniform_as_in_the_reference():
     assert_equal64(r, t)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning", "ignore:divide by zero:RuntimeWarning")
 def test_rows_of_minus_inf_are_nan_as_in_the_reference():
     q, k, v, dcontext = inputs(1, 1, 3, 6, 2)
     mask = np.zeros((1, 1, 3, 6))
@@ -210,6 +211,22 @@ def test_thread_count_changes_nothing():
     for other in results[1:]:
         for a, b in zip(results[0], other):
             np.testing.assert_array_equal(a, b)
+
+
+def test_out_buffers_views_included():
+    """`out=` writes the context into a caller's array (here a transposed view, as a (B, F, N, D)
+    buffer would give) and the gradients into (dq, dk, dv): the same numbers as without."""
+    q, k, v, dcontext = inputs(2, 3, 7, 7, 4)
+    mask = masks("padding", 2, 7, 7)
+    r, t = both(q, k, v, dcontext, mask, block=3)
+    buffer = np.full((2, 7, 3, 4), np.nan)                                 # (B, F, N, D)
+    context, cache = tiled.tiled_attention_forward(q, k, v, mask, block=3, out=buffer.transpose(0, 2, 1, 3))
+    grads = tuple(np.full_like(a, np.nan) for a in (q, k, v))
+    returned = tiled.tiled_attention_backward(dcontext, cache, out=grads)
+    np.testing.assert_array_equal(buffer.transpose(0, 2, 1, 3), t[0])
+    for a, b, c in zip(grads, returned, t[1:]):
+        assert a is b
+        np.testing.assert_array_equal(a, c)
 
 
 def test_bad_input_says_what_is_wrong():
