@@ -12,6 +12,7 @@ reference op itself where the reference is already as fast as it gets (linear, l
     fast/layer_norm.py                  ops/layer_norm.py              row blocks on threads, out= buffers
     fast/softmax.py                     ops/softmax.py                 in place
     fast/attention.py                   ops/attention.py               per-row GEMMs on threads, one BLAS thread each, out=
+    fast/tiled_attention.py             ops/attention.py               in tiles: no (B, N, F, T) array (long sequences)
     fast/gelu.py                        ops/activations.py (gelu)      float32: 17 fused passes on threads; with its derivative for a backward
     fast/embedding.py                   ops/embedding.py               the scatter-add as a one-hot GEMM
     fast/dropout.py                     ops/dropout.py                 keyed masks drawn on threads, threaded multiply
@@ -36,4 +37,5 @@ from npbert.fast.embedding import embedding_backward
 from npbert.fast.gelu import gelu_backward, gelu_forward, gelu_forward_with_grad, get_activation
 from npbert.fast.layer_norm import layer_norm_backward, layer_norm_forward
 from npbert.fast.parallel import get_num_threads, set_num_threads
+from npbert.fast.tiled_attention import tiled_attention_backward, tiled_attention_forward
 from npbert.fast.softmax import softmax_backward, softmax_forward

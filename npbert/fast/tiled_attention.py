@@ -1,0 +1,339 @@
+"""Attention in tiles (FlashAttention's algorithm on the CPU).  It computes what
+npbert/ops/attention.py computes,
+
+    scores  = q k^T * scale + mask                      (B, N, F, T)
+    probs   = dropout(softmax(scores)) * head_mask      (B, N, F, T)
+    context = probs v                                   (B, N, F, D)
+
+without ever holding a (B, N, F, T) array: the queries in blocks of `block` rows, and for each
+the keys in blocks of `block` columns, with an online softmax (a running max m and sum l per
+query row) in the forward, and the probabilities of each block recomputed from m and log l in
+the backward.  What it keeps for the backward: q, k, v, the context and two (B, N, F) arrays.
+Derived step by step in docs/long_sequences.md.
+
+Dropout masks are never stored either: each block's bits are drawn again, in the forward and in
+the backward, from where they sit in the stream the non-tiled ops draw the whole mask from
+(npbert/ops/dropout.py: a DropoutKey's site stream, or an np.random.Generator with PCG64 bits),
+so the masks are the reference's, bit for bit.  Work is split over (batch row, group of heads)
+on npbert's threads, one BLAS thread each; every task computes its numbers alone, so the thread
+count changes nothing.
+
+No `record=` and no `dprobs=`: the probabilities do not exist here.  output_attentions and the
+interpret features take the full path (npbert/fast/attention.py).
+"""
+import numpy as np
+
+from npbert.ops.attention import check_attention_inputs
+from npbert.ops.dropout import DropoutKey, keep_mask, site_stream, threshold_for
+
+from .parallel import get_num_threads, over_batch
+
+DEFAULT_BLOCK = 128          # query rows and key columns per tile (64 to 512 measured: docs/long_sequences.md)
+
+
+def tiled_attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, rng=None, training=False,
+                            scale=None, block=DEFAULT_BLOCK, out=None):
+    """context = dropout(softmax(q k^T * scale + mask)) * head_mask @ v, as npbert/ops/attention.py's
+    attention_forward (the same arguments and masks; `block`: query rows and key columns per tile,
+    an int or a pair (query block, key block); `out`: an optional (B, N, F, D) array for the context).
+
+    For each batch row b, group of heads and block of query rows Q_i (queries f in [f0, f1)):
+        m = -inf, l = 0, acc = 0                                            (n, Fb, 1) (n, Fb, 1) (n, Fb, D)
+        for each block of keys K_j, V_j (keys t in [t0, t1)):
+            S     = Q_i K_j^T * scale + mask                                (n, Fb, Tb)
+            m_new = max(m, rowmax(S))                                       (n, Fb, 1)
+            E     = exp(S - m_new)                                          (n, Fb, Tb)
+            l     = l exp(m - m_new) + rowsum(E)                            (n, Fb, 1)
+            acc   = acc exp(m - m_new) + (E * keep_j) V_j                   (n, Fb, D)
+            m     = m_new
+        context = acc / l * dropout_scale * head_mask                       (n, Fb, D)
+
+    Returns (context (B, N, F, D), cache).  The cache holds q, k, v, the context (read again by
+    the backward: the caller must not overwrite it before then), m and log l (B, N, F) each
+    (the log-sum-exp m + log l, kept in its two parts: docs/long_sequences.md says why), and what regenerates
+    the dropout masks."""
+    mask = check_attention_inputs(q, k, v, mask, head_mask)
+    if mask is not None and not mask.any():
+        mask = None                         # all zeros (nothing masked): adding it changes no score
+    B, N, F, D = q.shape
+    T = k.shape[2]
+    scale = q.dtype.type(D ** -0.5 if scale is None else scale)
+    block_q, block_k = _blocks(block)
+    drop = _Dropout.make(rng, dropout_p, training, (B, N, F, T), q.dtype)
+    # what multiplies each head's probabilities after the softmax: 1 / (1 - p) and head_mask[n]
+    after = np.full(N, drop.scale, dtype=q.dtype) if head_mask is None else \
+        drop.scale * np.asarray(head_mask, dtype=q.dtype)                           # (N,)
+    context = np.empty((B, N, F, D), dtype=q.dtype) if out is None else out         # (B, N, F, D)
+    row_max = np.empty((B, N, F), dtype=q.dtype)                                    # m
+    log_sum = np.empty((B, N, F), dtype=q.dtype)                                    # log l
+    tasks = _tasks(B, N)
+
+    def work(first, last):
+        buffers = (np.empty(N * block_q * block_k, q.dtype), np.empty(N * block_q * D, q.dtype))   # S tile, E V
+        for b, h0, h1 in tasks[first:last]:
+            heads = slice(h0, h1)
+            for f0 in range(0, F, block_q):
+                f1 = min(F, f0 + block_q)
+                _forward_rows(q[b, heads, f0:f1] * scale, k[b, heads], v[b, heads], _mask_rows(mask, b, heads, f0, f1),
+                              drop.keep(b, h0, h1, f0, f1), after[heads, None, None], block_k, buffers,
+                              context[b, heads, f0:f1], row_max[b, heads, f0:f1], log_sum[b, heads, f0:f1])
+    over_batch(work, len(tasks))
+    drop.done()                             # a caller's generator: moved on as the reference moves it
+    cache = dict(q=q, k=k, v=v, context=context, row_max=row_max, log_sum=log_sum, mask=mask, scale=scale,
+                 after=after, dropout=drop, block=(block_q, block_k))
+    return context, cache
+
+
+def _forward_rows(qi, k, v, mask, keep, after, block_k, buffers, context, row_max, log_sum):
+    """One block of query rows of one batch row, a group of n heads: the loop of
+    tiled_attention_forward's docstring.  qi (n, Fb, D), already multiplied by scale (Q K^T * scale
+    = (Q * scale) K^T: exact for a power of two such as 64^-1/2, else one rounding of q's entries);
+    k, v (n, T, D); mask broadcastable to (n, Fb, T) or None; keep (n, Fb, T) bool or None; after
+    (n, 1, 1); buffers: flat, room for (n, Fb, block_k) and (n, Fb, D).  Writes context (n, Fb, D), row_max and
+    log_sum (n, Fb)."""
+    n, Fb, D = qi.shape
+    T = k.shape[1]
+    s_buffer, product = buffers
+    m = np.full((n, Fb, 1), -np.inf, dtype=qi.dtype)                               # running max
+    l = np.zeros((n, Fb, 1), dtype=qi.dtype)                                       # running sum of exps
+    acc = np.zeros((n, Fb, D), dtype=qi.dtype)                                     # running (E * keep) V
+    for t0 in range(0, T, block_k):
+        t1 = min(T, t0 + block_k)
+        s = np.matmul(qi, k[:, t0:t1].transpose(0, 2, 1), out=_tile(s_buffer, (n, Fb, t1 - t0)))   # Q_i K_j^T * scale
+        _add_mask(s, mask, t0, t1)                                                 # (n, Fb, Tb) + mask
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))                       # (n, Fb, 1)
+        shift = _finite(m_new)                                                     # (n, Fb, 1), see _finite
+        s -= shift
+        e = np.exp(s, out=s)                                                       # (n, Fb, Tb) = E
+        rescale = _rescale(m, shift)                                               # (n, Fb, 1), 0 on the first block
+        l *= rescale
+        l += np.einsum("nft->nf", e)[..., None]                                  # rowsum(E), softmax's: before dropout
+        if keep is not None:
+            e *= keep[:, :, t0:t1]                                                 # dropout's zeros (scale: `after`)
+        acc *= rescale
+        acc += np.matmul(e, v[:, t0:t1], out=_tile(product, (n, Fb, D)))          # (n, Fb, D)
+        m = m_new
+    np.multiply(acc, after / l, out=context)                                       # (n, Fb, D) = acc / l * after
+    row_max[...] = _finite(m)[..., 0]                                              # (n, Fb)
+    with np.errstate(divide="ignore"):                                             # l = 0: a row of -inf scores
+        log_sum[...] = np.log(l[..., 0])                                           # (n, Fb)
+
+
+def tiled_attention_backward(dcontext, cache, out=None):
+    """The backward of tiled_attention_forward, block by block, recomputing each block's
+    probabilities from the forward's m and log l (docs/long_sequences.md derives it):
+
+        delta = rowsum(dcontext * context)                                  (n, Fb, 1)
+        for each block of keys K_j, V_j:
+            P   = exp(Q_i K_j^T * scale + mask - m - log l)                 (n, Fb, Tb), softmax(scores) there
+            A   = P * keep_j * after                                        (n, Fb, Tb), probs as used
+            dV_j += A^T dcontext_i                                          (n, Tb, D)
+            dP  = (dcontext_i V_j^T) * keep_j * after                       (n, Fb, Tb), d softmax(scores)
+            dS  = P * (dP - delta) * scale                                  (n, Fb, Tb), d(Q K^T)
+            dQ_i += dS K_j                                                  (n, Fb, D)
+            dK_j += dS^T Q_i                                                (n, Tb, D)
+
+    (`after` = 1 / (1 - p) * head_mask[n]; rowsum(dP * P) = rowsum(dcontext * context) holds with
+    dropout and head mask too.)  dcontext: (B, N, F, D); out: optional (dq, dk, dv) arrays to
+    write into.  Returns (dq (B, N, F, D), dk (B, N, T, D), dv (B, N, T, D)), as the reference's."""
+    q, k, v, context = cache["q"], cache["k"], cache["v"], cache["context"]
+    B, N, F, D = q.shape
+    block_q, block_k = cache["block"]
+    mask, drop, after = cache["mask"], cache["dropout"], cache["after"]
+    dq, dk, dv = out if out is not None else (np.empty_like(q), np.empty_like(k), np.empty_like(v))
+    tasks = _tasks(B, N)
+
+    def work(first, last):
+        tile = N * block_q * block_k
+        buffers = (np.empty(tile, q.dtype), np.empty(tile, q.dtype),                # P; A, then dS
+                   np.empty(N * max(block_q, block_k) * D, q.dtype))                # a product (n, Fb or Tb, D)
+        for b, h0, h1 in tasks[first:last]:
+            heads = slice(h0, h1)
+            dk[b, heads] = 0                                                       # summed over query blocks
+            dv[b, heads] = 0
+            for f0 in range(0, F, block_q):
+                f1 = min(F, f0 + block_q)
+                rows = (b, heads, slice(f0, f1))
+                _backward_rows(dcontext[rows], context[rows], q[rows] * cache["scale"], k[b, heads], v[b, heads],
+                               _mask_rows(mask, b, heads, f0, f1), drop.keep(b, h0, h1, f0, f1),
+                               after[heads, None, None], cache["scale"], block_k, buffers,
+                               cache["row_max"][rows], cache["log_sum"][rows], dq[rows], dk[b, heads], dv[b, heads])
+    over_batch(work, len(tasks))
+    return dq, dk, dv
+
+
+def _backward_rows(do, o, qi, k, v, mask, keep, after, scale, block_k, buffers, row_max, log_sum, dq, dk, dv):
+    """One block of query rows of one batch row, a group of n heads: the loop of
+    tiled_attention_backward's docstring.  do, o (n, Fb, D); qi (n, Fb, D) multiplied by scale (as
+    in the forward: dK_j += dS^T Q_i with dS's factor scale in it; dQ_i's applied once at the end);
+    k, v (n, T, D); row_max, log_sum (n, Fb); buffers: from tiled_attention_backward.
+    Writes dq (n, Fb, D); adds into dk, dv (n, T, D)."""
+    n, Fb, D = qi.shape
+    T = k.shape[1]
+    p_buffer, ds_buffer, product = buffers
+    plain = keep is None and bool(np.all(after == 1))                              # A = P, dP = dA
+    delta = _row_dot(do, o)                                                        # (n, Fb, 1) = rowsum(dO * O)
+    m, log_l = row_max[..., None], log_sum[..., None]                              # (n, Fb, 1) each
+    dq[...] = 0
+    for t0 in range(0, T, block_k):
+        t1 = min(T, t0 + block_k)
+        Tb = t1 - t0
+        # in the forward: S = Q_i K_j^T * scale + mask, P = exp(S - m) / l
+        p = np.matmul(qi, k[:, t0:t1].transpose(0, 2, 1), out=_tile(p_buffer, (n, Fb, Tb)))   # Q_i K_j^T * scale
+        _add_mask(p, mask, t0, t1)                                                 # (n, Fb, Tb) = S
+        p -= m
+        p -= log_l
+        np.exp(p, out=p)                                                           # P
+        # in the forward: context = A V, A = P * keep * after
+        a = p if plain else np.multiply(p, after, out=_tile(ds_buffer, (n, Fb, Tb)))
+        if keep is not None:
+            a *= keep[:, :, t0:t1]                                                 # (n, Fb, Tb) = A
+        dv[:, t0:t1] += np.matmul(a.transpose(0, 2, 1), do, out=_tile(product, (n, Tb, D)))   # A^T dO
+        ds = np.matmul(do, v[:, t0:t1].transpose(0, 2, 1), out=_tile(ds_buffer, (n, Fb, Tb)))  # dA
+        if not plain:
+            ds *= after
+            if keep is not None:
+                ds *= keep[:, :, t0:t1]                                            # dP
+        ds -= delta
+        ds *= p                                                                    # P * (dP - delta) = dS / scale
+        dq += np.matmul(ds, k[:, t0:t1], out=_tile(product, (n, Fb, D)))           # (n, Fb, D)
+        dk[:, t0:t1] += np.matmul(ds.transpose(0, 2, 1), qi, out=_tile(product, (n, Tb, D)))  # dS^T Q_i
+    dq *= scale                                                                    # dS K = (dS / scale) K * scale
+
+
+# ---- helpers --------------------------------------------------------------------------------------
+
+def _blocks(block):
+    """(query rows, key columns) per tile from an int or a pair; positive ints, else an error."""
+    pair = (block, block) if np.ndim(block) == 0 else tuple(block)
+    if len(pair) != 2 or not all(isinstance(x, (int, np.integer)) and x >= 1 for x in pair):
+        raise ValueError(f"tiled attention: block must be a positive int or a pair of them, got {block!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def _tasks(B, N):
+    """(b, h0, h1): batch row b, heads [h0, h1).  Heads are split into groups only as far as
+    needed to give every thread a task; a group's per-head GEMMs are the same alone or together."""
+    groups = min(N, -(-get_num_threads() // B))                                    # ceil(threads / B), <= N
+    bounds = [N * g // groups for g in range(groups + 1)]
+    return [(b, bounds[g], bounds[g + 1]) for b in range(B) for g in range(groups)]
+
+
+def _finite(m):
+    """The row max to subtract: m, or 0 where m = -inf (every score so far -inf: exp(-inf - 0) = 0,
+    where exp(-inf - (-inf)) would be NaN)."""
+    return np.where(np.isneginf(m), 0, m).astype(m.dtype, copy=False)
+
+
+def _row_dot(do, o):
+    """rowsum(dO * O) (n, Fb, D), (n, Fb, D) -> (n, Fb, 1): the backward's delta, = rowsum(dP * P)."""
+    return np.einsum("nfd,nfd->nf", do, o)[..., None]
+
+
+def _rescale(m, m_new):
+    """exp(m - m_new) (n, Fb, 1): what the sums and products so far, taken with the old row max m,
+    are multiplied by to be taken with the new one.  0 while m = -inf (nothing summed yet)."""
+    return np.exp(m - m_new)
+
+
+def _mask_rows(mask, b, heads, f0, f1):
+    """The 4-D additive mask's part for batch row b, heads, queries [f0, f1): broadcastable to
+    (n, Fb, T) (axes of size 1 stay 1), or None."""
+    if mask is None:
+        return None
+    m = mask[b if mask.shape[0] > 1 else 0]                                        # (Nm, Fm, Tm)
+    m = m[heads] if m.shape[0] > 1 else m
+    return m[:, f0:f1] if m.shape[1] > 1 else m
+
+
+def _tile(buffer, shape):
+    """A C-contiguous (shape) view of the start of a flat buffer (tiles at the edges are smaller)."""
+    return buffer[:int(np.prod(shape))].reshape(shape)
+
+
+def _add_mask(s, mask, t0, t1):
+    """s += the mask's keys [t0, t1) (a part from _mask_rows; s (n, Fb, Tb)).  A padding mask's
+    part that is all 0 (no padded key there) is not added: x + 0 = x."""
+    if mask is None:
+        return
+    part = _cols(mask, t0, t1)
+    if part.shape[-2] == 1 and not part.any():
+        return
+    s += part
+
+
+def _cols(mask, t0, t1):
+    """Keys [t0, t1) of a mask part from _mask_rows."""
+    return mask[..., t0:t1] if mask.shape[-1] > 1 else mask
+
+
+class _Dropout:
+    """The dropout masks of a (B, N, F, T) probability array, block by block, never stored:
+    keep(b, h0, h1, f0, f1) is mask[b, h0:h1, f0:f1, :] (n, Fb, T) as npbert/ops/dropout.py's
+    keep_mask(rng, (B, N, F, T), p) draws it: the uint32 draws u at flat positions
+
+        c + (h F + f) T + t        c = the first position of batch row b in the stream
+
+    with c = (first_row + b) 2W for a DropoutKey (W = ceil(N F T / 2) words a row) and
+    c = b N F T for a caller's generator (the whole mask in C order); word c // 2, half c % 2.
+    A copy of the stream is advanced to each block's first word (PCG64.advance, O(log))."""
+
+    def __init__(self, scale, shape, p=0.0, start=None, row_start=None, full=None, finish=None):
+        self.scale, self.shape, self.p, self.start = scale, shape, p, start    # start: the stream's state
+        self.row_start, self.full, self.finish = row_start, full, finish
+
+    @classmethod
+    def make(cls, rng, p, training, shape, dtype):
+        """What dropout_forward(x (shape), p, rng, training) would do, as a plan to draw per block."""
+        if not training or p == 0.0:
+            return cls(dtype.type(1.0), shape)                                            # the identity
+        if p >= 1.0:
+            return cls(dtype.type(0.0), shape)                                            # everything dropped, no draw
+        if rng is None:
+            raise ValueError("attention: dropout in training needs a generator: pass rng=np.random.default_rng(seed)")
+        B, N, F, T = shape
+        scale = dtype.type(1.0 / (1.0 - p))
+        if isinstance(rng, DropoutKey):
+            row_words = (N * F * T + 1) // 2                                       # W
+            return cls(scale, shape, p, site_stream(rng.seed, rng.site).state,
+                       row_start=lambda b: (rng.first_row + b) * 2 * row_words)
+        bits = getattr(rng, "bit_generator", None)
+        if isinstance(bits, (np.random.PCG64, np.random.PCG64DXSM)):
+            start = bits.state
+            words = (B * N * F * T + 1) // 2                                       # what the reference draws
+
+            def finish():                      # the generator ends where the reference's draw leaves it
+                moved = type(bits)()
+                moved.state = start
+                moved.advance(words)
+                state = moved.state
+                state["has_uint32"], state["uinteger"] = start["has_uint32"], start["uinteger"]
+                bits.state = state
+            return cls(scale, shape, p, start, row_start=lambda b: b * N * F * T, finish=finish)
+        # another bit generator (no advance): the whole mask, drawn once as the reference draws it
+        return cls(scale, shape, p, full=keep_mask(rng, shape, p))
+
+    def keep(self, b, h0, h1, f0, f1):
+        """mask[b, h0:h1, f0:f1, :] (n, Fb, T) bool, or None (no dropout, or everything dropped)."""
+        if self.full is not None:
+            return self.full[b, h0:h1, f0:f1]
+        if self.start is None:
+            return None
+        F, T = self.shape[2:]
+        keep = np.empty((h1 - h0, f1 - f0, T), dtype=bool)                         # (n, Fb, T)
+        threshold = threshold_for(self.p)
+        bits = np.random.PCG64() if self.start["bit_generator"] == "PCG64" else np.random.PCG64DXSM()
+        count = (f1 - f0) * T                                                      # uint32 draws a head
+        for h in range(h0, h1):
+            first = self.row_start(b) + (h * F + f0) * T                           # flat position of (h, f0, 0)
+            bits.state = self.start
+            bits.advance(first // 2)
+            raw = bits.random_raw((first % 2 + count + 1) // 2)                    # the words covering them
+            u = raw.view(np.uint32)[first % 2:first % 2 + count]                   # (Fb T,)
+            np.greater_equal(u.reshape(f1 - f0, T), threshold, out=keep[h - h0])
+        return keep
+
+    def done(self):
+        if self.finish is not None:
+            self.finish()
+            self.finish = None
