@@ -118,7 +118,8 @@ def test_scaled_loss_backward_and_loss_as_a_number():
     (loss / 4).backward()                                      # gradient accumulation's scaled loss
     for name, p in model.named_parameters():                   # x/4 is exact in binary: the same bits / 4
         np.testing.assert_array_equal(p.grad, grads[name] / 4)
-    assert type(loss + 1) is np.float64                        # other arithmetic: a plain NumPy float
+    assert type(loss + 1) is type(loss) and float(loss + 1) == float(loss) + 1   # a constant: the same gradient
+    assert type(loss * loss) is np.float64                     # other arithmetic: a plain NumPy float
 
 
 def test_frozen_and_unused_parameters_keep_grad_none():

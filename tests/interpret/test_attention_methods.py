@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("npbert_path")
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
+def pair(tmp_path_factory, npbert_path):       # built on each path (fixed when it is built)
     pytest.importorskip("transformers")
     return load_pair(tiny_checkpoint(tmp_path_factory.mktemp("cls"), seed=7, num_labels=3),
                      "BertForSequenceClassification")

@@ -18,7 +18,7 @@ EPS = 1e-5      # central differences in float64: error ~EPS^2 * |L'''| + 1e-16 
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
+def model(tmp_path_factory, npbert_path):      # built on each path (fixed when it is built)
     return npbert.BertForSequenceClassification.from_pretrained(
         tiny_checkpoint(tmp_path_factory.mktemp("cls"), seed=11, num_labels=3), dtype=np.float64).eval()
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("npbert_path")
 
 
 @pytest.fixture(scope="module")
-def models():
+def models(npbert_path):           # built on each path (a model's path is fixed when it is built)
     path = gt.get_model_path()
     ours = npbert.BertModel.from_pretrained(path, dtype=np.float64)
     theirs = transformers.BertModel.from_pretrained(path, attn_implementation="eager").double().eval()
