@@ -83,7 +83,7 @@ POOLER = [
 HEAD = [
     ("logits", "classifier", "classifier logits  (BertForSequenceClassification)",
      "logits = pooler_output W_c^T + b_c   (dropout: eval)", "B,K", "heads.md",
-     BertForSequenceClassification.forward, "logits, clf_cache = F.linear_forward"),
+     BertForSequenceClassification.forward, "logits, clf_cache = self.classifier.forward"),
 ]
 SECTIONS = (("embeddings", EMBEDDINGS), ("layer", LAYER), ("pooler", POOLER), ("head", HEAD))
 
