@@ -135,6 +135,14 @@ class BertTokenizer(TokenizerExtras, EncodeMixin, PaddingTruncationMixin, Pretra
     # ------------------------------------------------------------------
 
     @property
+    def is_fast(self):
+        """True: the BatchEncodings this tokenizer returns have the methods of transformers' fast
+        (Rust) tokenizers (`tokens()`, `word_ids()`, `char_to_token()`, ...) and it gives
+        `return_offsets_mapping`, so tutorial code that checks `tokenizer.is_fast` before using them
+        runs.  (It says what the tokenizer offers, not that it is written in Rust.)"""
+        return True
+
+    @property
     def do_lower_case(self):
         return self.basic_tokenizer.do_lower_case
 
