@@ -31,6 +31,7 @@ from npbert.tokenization.extras import TokenizerExtras
 from npbert.tokenization.fast import FastTextEncoder
 from npbert.tokenization.files import SPECIAL_TOKEN_NAMES, PretrainedFilesMixin, check_options, read_vocab_lines
 from npbert.tokenization.padding import PaddingTruncationMixin
+from npbert.tokenization.warn import warn
 from npbert.tokenization.wordpiece import WordpieceTokenizer
 
 
@@ -92,12 +93,19 @@ class BertTokenizer(TokenizerExtras, EncodeMixin, PaddingTruncationMixin, Pretra
         self.cls_token, self.mask_token = cls_token, mask_token
         extra = kwargs.pop("additional_special_tokens", None) or kwargs.pop("extra_special_tokens", None) or []
         self.additional_special_tokens = [str(t) for t in extra]
+        where = f"'{vocab_file}'" if not isinstance(vocab_file, dict) else "given"
+        for name in ("pad_token", "mask_token"):        # optional: None, as for Google's FullTokenizer
+            token = getattr(self, name)
+            if token is not None and str(token) not in self.vocab:
+                warn(f"The vocabulary {where} has no {name} {str(token)!r}: {name} is None (add one with "
+                     f"add_special_tokens({{'{name}': ...}}), or pass the token this vocabulary uses)")
+                setattr(self, name, None)
         missing = [t for t in self.all_special_tokens if t not in self.vocab]
         if missing:
             raise ValueError(
-                f"The vocabulary '{vocab_file}' lacks the special token(s) {missing}. BERT's special tokens "
-                "must be vocabulary entries; pass the names this vocabulary uses (e.g. unk_token='<unk>'), or "
-                "pad_token=None / mask_token=None for a vocabulary without them."
+                f"The vocabulary {where} lacks the special token(s) {missing}. [UNK], [CLS] and [SEP] (and any "
+                "additional special token) must be vocabulary entries; pass the names this vocabulary uses "
+                "(e.g. unk_token='<unk>')."
             )
 
         model_max_length = kwargs.pop("model_max_length", kwargs.pop("max_len", None))

@@ -29,7 +29,9 @@ def test_empty_vocab_file(tmp_path):
 
 
 def test_vocab_without_special_tokens(tmp_path):
-    with pytest.raises(ValueError, match=r"lacks the special token\(s\) \['\[UNK\]', '\[MASK\]'\]"):
+    """[UNK], [CLS], [SEP] are needed; a missing [MASK] (or [PAD]) makes mask_token None."""
+    with pytest.warns(UserWarning, match="no mask_token"), \
+            pytest.raises(ValueError, match=r"lacks the special token\(s\) \['\[UNK\]'\]"):
         BertTokenizer(write_vocab(tmp_path, ["[PAD]", "[CLS]", "[SEP]", "hello"]))
 
 
