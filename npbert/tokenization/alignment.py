@@ -78,7 +78,7 @@ def encode_text_aligned(tokenizer, text):
     n_words = 0
     for start, end, special in tokenizer._segments(text):
         if special is not None:                       # a special token typed in the text: one word
-            ids.append(tokenizer.vocab[special])
+            ids.append(tokenizer._segment_ids[special])
             offsets.append((start, end))
             words.append(n_words)
             n_words += 1

@@ -25,6 +25,14 @@ SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 ADDED_TOKENS_FILE = "added_tokens.json"
 TOKENIZER_FILE = "tokenizer.json"
 
+# tokenizer_config.json keys from_pretrained does not hand to the constructor: the files' own names,
+# and what transformers records about its loading and its call defaults (no effect on a tokenizer).
+NOT_PASSED_ON = frozenset({
+    "vocab_file", "tokenizer_file", "name_or_path", "tokenizer_class", "auto_map", "special_tokens_map_file",
+    "added_tokens_decoder", "extra_special_tokens", "max_len", "backend", "is_local", "local_files_only",
+    "max_length", "stride", "truncation_strategy", "pad_to_multiple_of", "pad_token_type_id", "processor_class",
+    "split_special_tokens", "full_tokenizer_file", "use_fast", "legacy", "chat_template"})
+
 SPECIAL_TOKEN_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
 # from_pretrained keywords that only concern downloading from a model hub (npbert/io/hub.py), and
@@ -150,9 +158,8 @@ class PretrainedFilesMixin:
         if os.path.isfile(path):
             tokens, init, added = read_tokenizer_json(path)
             check_options(init, path)
-            tokenizer = cls({token: index for index, token in enumerate(tokens)}, **{**init, **kwargs})
-            _check_added_tokens(tokenizer, {index: content for index, content, _ in added}, path)
-            return tokenizer
+            init["added_tokens_decoder"], init["_added_tokens_source"] = _decoder(added), path
+            return cls({token: index for index, token in enumerate(tokens)}, **{**init, **kwargs})
         if not os.path.isdir(path):
             raise ValueError(_not_a_directory(path))
         vocab_file = os.path.join(path, VOCAB_FILE)
@@ -185,6 +192,9 @@ class PretrainedFilesMixin:
         # (max_input_chars_per_word is an argument only: transformers does not read it from a file)
         init.update({key: value for key, value in config.items()
                      if key in _OPTION_TYPES and key != "max_input_chars_per_word" or key == "max_len"})
+        # other keys go to the constructor as transformers passes them: kept in init_kwargs
+        others = {key: value for key, value in config.items()
+                  if key not in init and key not in _OPTION_TYPES and key not in NOT_PASSED_ON}
         if "max_len" in init:                 # the 2.x name
             init.setdefault("model_max_length", init["max_len"])
             del init["max_len"]
@@ -194,15 +204,21 @@ class PretrainedFilesMixin:
             init["additional_special_tokens"] = [token_content(t) for t in init["additional_special_tokens"]]
         if isinstance(init.get("model_max_length"), float):
             init["model_max_length"] = int(init["model_max_length"])
-        init.update(kwargs)
-        tokenizer = cls(vocab_file, **init)
-        if json_added is not None:
-            _check_added_tokens(tokenizer, {index: content for index, content, _ in json_added}, json_file)
-        _check_added_tokens(tokenizer, added, config_file)
+        decoder = _decoder(json_added or [])
+        if added is not None and not isinstance(added, dict):
+            raise ValueError(f"{config_file}: 'added_tokens_decoder' must be an object {{id: token}}, got "
+                             f"{_json_kind(added)}")
+        decoder = _merge_decoders(decoder, added or {}, config_file)
         added_file = os.path.join(path, ADDED_TOKENS_FILE)
         if os.path.isfile(added_file):
-            _check_added_tokens(tokenizer, {i: t for t, i in read_json_object(added_file).items()}, added_file)
-        return tokenizer
+            decoder = _merge_decoders(decoder, {i: t for t, i in read_json_object(added_file).items()}, added_file)
+        init.update(others)
+        init["added_tokens_decoder"] = decoder
+        init["_added_tokens_source"] = " / ".join(
+            f for f in (json_file if json_added else None, config_file if added else None,
+                        added_file if os.path.isfile(added_file) else None) if f) or None
+        init.update(kwargs)
+        return cls(vocab_file, **init)
 
     def save_pretrained(self, save_directory, legacy_format=None, filename_prefix=None, push_to_hub=False, **kwargs):
         """Write `vocab.txt` and `tokenizer_config.json`; returns their paths.
@@ -241,11 +257,11 @@ class PretrainedFilesMixin:
         vocab_size = config.get("vocab_size") if isinstance(config, dict) else getattr(config, "vocab_size", None)
         if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
             raise ValueError(f"check_fits: the model config has no integer vocab_size (got {vocab_size!r})")
-        largest = max(self.vocab.values())
+        largest = len(self) - 1
         if largest >= vocab_size:
             token = self.ids_to_tokens[largest]
             raise ValueError(
-                f"The tokenizer's vocabulary ({len(self.vocab)} tokens, ids up to {largest}: {token!r}) does not fit the "
+                f"The tokenizer's vocabulary ({len(self)} tokens, ids up to {largest}: {token!r}) does not fit the "
                 f"model: its config has vocab_size={vocab_size}, so ids from {vocab_size} on have no embedding. "
                 "Use the vocab.txt the model was trained with.")
 
@@ -255,6 +271,14 @@ class PretrainedFilesMixin:
         config.update({name: getattr(self, name) for name in SPECIAL_TOKEN_NAMES})
         if self.additional_special_tokens:
             config["additional_special_tokens"] = list(self.additional_special_tokens)
+        if self.added_tokens_encoder:        # as transformers writes them (its own special tokens aside)
+            config["added_tokens_decoder"] = {
+                str(index): {"content": token, "lstrip": False, "normalized": not self._added_special[token],
+                             "rstrip": False, "single_word": False, "special": self._added_special[token]}
+                for token, index in self.added_tokens_encoder.items()}
+        if self.model_input_names != ["input_ids", "token_type_ids", "attention_mask"]:
+            config["model_input_names"] = list(self.model_input_names)
+        config.update(self._unused_init_kwargs)
         config.update(
             model_max_length=self.model_max_length,
             padding_side=self.padding_side,
@@ -300,23 +324,21 @@ def _not_a_directory(path):
             + hub_name_message(path, "tokenizers", "AutoTokenizer"))
 
 
-def _check_added_tokens(tokenizer, added, source):
-    """transformers' added_tokens_decoder ({"100": {"content": "[UNK]", ...}, ...}) or
-    added_tokens.json: every token must be the vocabulary's own entry at that id."""
-    if added is None:
-        return
-    if not isinstance(added, dict):
-        raise ValueError(f"{source}: 'added_tokens_decoder' must be an object {{id: token}}, got {_json_kind(added)}")
-    for index, token in added.items():
-        content = token_content(token)
+def _decoder(added):
+    """tokenizer.json's added tokens [(id, content, special)] -> {id: {"content", "special"}}."""
+    return {index: {"content": content, "special": special} for index, content, special in added}
+
+
+def _merge_decoders(decoder, more, source):
+    """Two {id: token} of the same tokenizer's files: they must agree where both give an id."""
+    merged = dict(decoder)
+    for index, token in more.items():
         try:
             index = int(index)
         except (TypeError, ValueError):
             raise ValueError(f"{source}: added token id {index!r} is not a number") from None
-        if not isinstance(content, str):
-            raise ValueError(f"{source}: the added token at id {index} must be a string, got {content!r:.60}")
-        if tokenizer.vocab.get(content) != index:
-            raise ValueError(
-                f"{source} adds the token {content!r} at id {index}, which is not its id in {VOCAB_FILE}; "
-                "npbert supports no tokens beyond the vocabulary."
-            )
+        if index in merged and token_content(merged[index]) != token_content(token):
+            raise ValueError(f"{source} gives the id {index} to {token_content(token)!r}, another file of the "
+                             f"tokenizer to {token_content(merged[index])!r}")
+        merged.setdefault(index, token)
+    return merged

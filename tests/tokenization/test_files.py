@@ -182,7 +182,7 @@ def _directory(tmp_path, config=None, vocab=VOCAB):
     ({"added_tokens_decoder": [1]}, r"'added_tokens_decoder' must be an object"),
     ({"added_tokens_decoder": {"x": {"content": "hello"}}}, r"added token id 'x' is not a number"),
     ({"added_tokens_decoder": {"5": {"content": 7}}}, r"the added token at id 5 must be a string"),
-    ({"added_tokens_decoder": {"30": {"content": "new"}}}, r"adds the token 'new' at id 30, which is not its id"),
+    ({"added_tokens_decoder": {"30": {"content": "new"}}}, r"the added token 'new' has the id 30, but the next free id is 10"),
 ])
 def test_a_bad_tokenizer_config_names_the_file_and_field(tmp_path, config, message):
     with pytest.raises(ValueError, match=message) as info:
