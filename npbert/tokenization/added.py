@@ -48,13 +48,16 @@ class VocabularyMixin:
 
     @property
     def all_special_tokens(self):
-        """[unk, sep, pad, cls, mask] (those not None), then additional ones, unique."""
+        """[unk, sep, pad, cls, mask] (those not None), then additional ones, then the other added
+        special tokens, unique."""
         tokens = []
         for name in SPECIAL_TOKEN_NAMES:
             token = getattr(self, name)
             if token is not None and str(token) not in tokens:
                 tokens.append(str(token))
         tokens += [t for t in self.additional_special_tokens if t not in tokens]
+        # tokens added with add_tokens(..., special_tokens=True) too (transformers 5)
+        tokens += [t for t, special in self._added_special.items() if special and t not in tokens]
         return tokens
 
     @property

@@ -74,7 +74,8 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
                        mask_token=mask_token, **kwargs)
         # transformers' init_kwargs: every constructor argument, the defaults too (a copy of the
         # vocabulary given as a dict is not kept), and unknown keywords, kept and saved as transformers does
-        self.init_kwargs = {"vocab_file": vocab_file if not isinstance(vocab_file, dict) else None, **options}
+        self.init_kwargs = {"vocab_file": vocab_file if not isinstance(vocab_file, dict) else None,
+                            "do_basic_tokenize": True, "clean_up_tokenization_spaces": True, **options}
         for name in ("unk_token", "sep_token", "cls_token"):
             if options[name] is None:
                 raise ValueError(f"BertTokenizer needs a {name}; got None.")
