@@ -22,8 +22,37 @@ from npbert.tokenization.fast import FastTextEncoder
 from npbert.tokenization.files import SPECIAL_TOKEN_NAMES, token_content
 
 
+def _special_token(name):
+    """A special-token attribute (`tok.pad_token`): a str or None.  Once the tokenizer is built,
+    setting one (as tutorials write `tokenizer.pad_token = ...`) must name a token the tokenizer
+    has, and updates what depends on it; `add_special_tokens` adds a new one."""
+
+    def get(self):
+        return self.__dict__.get("_" + name)
+
+    def set(self, value):
+        value = None if value is None else str(token_content(getattr(value, "content", value)))
+        if self.__dict__.get("_built"):
+            if value is None and name in ("unk_token", "sep_token", "cls_token"):
+                raise ValueError(f"BertTokenizer needs a {name}; it cannot be set to None.")
+            if value is not None and value not in self._all_ids:
+                raise ValueError(f"{name} = {value!r}: the tokenizer has no such token; use "
+                                 f"tokenizer.add_special_tokens({{'{name}': {value!r}}}) to add it.")
+        self.__dict__["_" + name] = value
+        if self.__dict__.get("_built"):
+            self._rebuild()
+
+    return property(get, set)
+
+
 class VocabularyMixin:
     """Mixed into BertTokenizer: its vocabulary, special tokens and added tokens."""
+
+    unk_token = _special_token("unk_token")
+    sep_token = _special_token("sep_token")
+    pad_token = _special_token("pad_token")
+    cls_token = _special_token("cls_token")
+    mask_token = _special_token("mask_token")
 
     # ------------------------------------------------------------------
     # Vocabulary and special tokens
@@ -145,7 +174,7 @@ class VocabularyMixin:
             else:
                 token = str(token_content(getattr(value, "content", value)))
                 added += self.add_tokens([token], special_tokens=True)
-                setattr(self, key, token)
+                self.__dict__["_" + key] = token
         self._rebuild()
         return added
 
@@ -197,3 +226,4 @@ class VocabularyMixin:
         self._cls_id, self._sep_id = self._all_ids[str(self.cls_token)], self._all_ids[str(self.sep_token)]
         self.wordpiece_tokenizer.unk_token = str(self.unk_token)
         self._fast = FastTextEncoder(self)
+        self._built = True

@@ -114,3 +114,19 @@ def test_too_long_warning_goes_to_logging_and_warnings(minilm_dir, caplog):
     with caplog.at_level(logging.WARNING, logger="npbert"), pytest.warns(UserWarning, match=r"\(602 > 512\)"):
         tok("hello " * 600)
     assert caplog.records[0].name.startswith("npbert")
+
+
+def test_setting_a_special_token_as_tutorials_do(minilm_dir, reference_class):
+    ours, theirs = BertTokenizer.from_pretrained(minilm_dir), reference_class.from_pretrained(minilm_dir)
+    for tok in (ours, theirs):
+        tok.pad_token = "[unused0]"
+        tok.cls_token = "[unused1]"
+    for args in ((["a", "b c"],), ("x [unused0] y", "[unused1]")):
+        assert ours(*args, padding=True)["input_ids"] == theirs(*args, padding=True)["input_ids"], args
+        assert ours.tokenize(args[0][0]) == theirs.tokenize(args[0][0])
+    ours.pad_token = None
+    assert ours.pad_token_id is None
+    with pytest.raises(ValueError, match="add_special_tokens"):
+        ours.mask_token = "<not in the vocabulary>"
+    with pytest.raises(ValueError, match="needs a cls_token"):
+        ours.cls_token = None
