@@ -1,9 +1,14 @@
 """A tokenizer directory: `vocab.txt` and `tokenizer_config.json`, read with checks, written whole.
 
     load_vocab(vocab_file)                   vocab.txt -> {token: id}, as transformers reads it
-    BertTokenizer.from_pretrained(dir)       vocab.txt + tokenizer_config.json (+ special_tokens_map.json)
-    tok.save_pretrained(dir)                 both files, each through a temporary file + rename
+    BertTokenizer.from_pretrained(dir)       vocab.txt (or tokenizer.json) + tokenizer_config.json
+                                             (+ special_tokens_map.json, added_tokens.json)
+    BertTokenizer.from_pretrained(file)      that vocab.txt (or tokenizer.json) alone
+    tok.save_pretrained(dir)                 vocab.txt + tokenizer_config.json (settings, added tokens),
+                                             each through a temporary file + rename
     tok.save_vocabulary(dir)                 vocab.txt alone
+    convert_tokens_to_ids(vocab, tokens)     Google's free functions (and convert_ids_to_tokens,
+                                             convert_by_vocab)
 
 A file that cannot be what it claims (not UTF-8, not a JSON object, a field of the wrong type, an
 empty vocabulary, a special token the vocabulary lacks) stops with a ValueError naming the file,

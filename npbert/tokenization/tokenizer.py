@@ -15,8 +15,10 @@ word); tests/tokenization checks the two paths equal.  The rest of the class liv
 
     encode.py    __call__, encode: [CLS] A [SEP] (B [SEP]), truncation, padding -> BatchEncoding
     padding.py   the truncation and padding strategies, pad()
-    files.py     from_pretrained, save_pretrained, save_vocabulary, load_vocab
-    extras.py    encode_plus, batch_encode_plus, word_ids()
+    files.py     from_pretrained, save_pretrained, save_vocabulary, load_vocab (tokenizer_json.py: tokenizer.json)
+    added.py     vocabulary, special tokens, add_tokens, add_special_tokens
+    alignment.py what BatchEncoding's tokens(), word_ids(), char_to_token(), ... read
+    extras.py    encode_plus, batch_encode_plus, is_split_into_words
 """
 import json
 
