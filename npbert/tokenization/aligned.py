@@ -62,8 +62,10 @@ def tokenize_with_spans(basic, text, never_split, ascii_shortcut=True):
     return tokens
 
 
-def wordpieces_with_spans(basic, never_split, wordpiece, text, ascii_shortcut=True):
+def wordpieces_with_spans(basic, never_split, wordpiece, text, ascii_shortcut=True, words_out=None):
     """`text` (no special tokens in it) -> (tokens, spans): one (start, end) in `text` per token.
+    With a list `words_out`, also appends to it the index (in `text`, from 0) of the word each
+    token came from: a BasicTokenizer word, or with `basic=None` a whitespace-separated one.
 
     basic: the BasicTokenizer (None: do_basic_tokenize=False, the words are Python-whitespace
     runs); never_split: a set, basic.never_split and the special tokens; wordpiece: a word ->
@@ -78,11 +80,13 @@ def wordpieces_with_spans(basic, never_split, wordpiece, text, ascii_shortcut=Tr
     else:
         words = [(word, None, spans) for word, spans in tokenize_with_spans(basic, text, never_split, False)]
     tokens, spans = [], []
-    for word, start, word_spans in words:
+    for w, (word, start, word_spans) in enumerate(words):
         pieces = [(word, 0, len(word))] if basic is not None and word in basic.never_split else wordpiece(word)
         for piece, a, b in pieces:
             tokens.append(piece)
             spans.append((start + a, start + b) if word_spans is None else (word_spans[a][0], word_spans[b - 1][1]))
+        if words_out is not None:
+            words_out += [w] * len(pieces)
     return tokens, spans
 
 

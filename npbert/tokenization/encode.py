@@ -1,14 +1,12 @@
 """`tokenizer(text, text_pair, ...)` and `encode`: texts -> ids, [CLS] A [SEP] (B [SEP]),
 truncated and padded, as transformers' `PreTrainedTokenizerBase.__call__` and
 `prepare_for_model` (here `_encode_one`)."""
-import logging
-
 import numpy as np
 
+from npbert.tokenization.alignment import Alignment, RowLayout
 from npbert.tokenization.encoding import to_batch_encoding
-from npbert.tokenization.extras import Words, as_words, word_ids_from_offsets
-
-logger = logging.getLogger(__name__)
+from npbert.tokenization.extras import Words, as_words
+from npbert.tokenization.warn import warn
 
 
 class EncodeMixin:
@@ -49,20 +47,12 @@ class EncodeMixin:
         if text is None:
             raise ValueError("You need to specify `text`.")
         if is_split_into_words:
-            # Words given by the caller: each word is tokenized alone, and the pipeline carries
-            # (w, w + 1) in place of character offsets so that word_ids() follows truncation.
+            # Words given by the caller: each word is tokenized alone; word_ids() maps the
+            # tokens back to the given words.
             if return_offsets_mapping:
                 raise ValueError("return_offsets_mapping with is_split_into_words=True is not supported; "
                                  "use word_ids() to map tokens to the given words")
-            enc = self(as_words(text), as_words(text_pair), add_special_tokens, padding, truncation, max_length,
-                       stride, pad_to_multiple_of, padding_side, None, return_token_type_ids,
-                       return_attention_mask, return_overflowing_tokens, return_special_tokens_mask, True,
-                       return_length, verbose)
-            spans = enc.pop("offset_mapping")
-            word_ids = word_ids_from_offsets([spans] if not _is_batch(text[0] if text else "") else spans)
-            enc = to_batch_encoding(dict(enc), return_tensors, batch_axis=not _is_batch(text[0] if text else ""))
-            enc._word_ids = word_ids
-            return enc
+            text, text_pair = as_words(text), as_words(text_pair)
         if return_tensors not in (None, "np"):
             raise ValueError(f"return_tensors={return_tensors!r}: npbert returns lists (None) or NumPy arrays ('np').")
         if padding_side not in (None, "left", "right"):
@@ -91,16 +81,21 @@ class EncodeMixin:
             return_attention_mask=return_attention_mask,
         )
 
+        side = padding_side or self.padding_side
+        layouts = []
         if not _is_batch(text):
             if text_pair is not None and _is_batch(text_pair):
                 raise ValueError("`text` is a single text but `text_pair` is a batch.")
-            encoded = self._encode_one(text, text_pair, return_tensors=return_tensors, **options)
+            encoded = self._encode_one(text, text_pair, return_tensors=return_tensors, layouts=layouts, **options)
+            unpadded = len(encoded["input_ids"])
             if padding_strategy != "do_not_pad" or return_attention_mask:
                 self._pad_single(encoded, **pad_options)
+            _set_padding(layouts[0], len(encoded["input_ids"]) - unpadded, side)
             if return_length:
                 encoded["length"] = len(encoded["input_ids"])
-            return self._with_word_ids(to_batch_encoding(encoded, return_tensors, batch_axis=True),
-                                       [encoded["input_ids"]])
+            encoding = to_batch_encoding(encoded, return_tensors, batch_axis=True)
+            encoding._alignment = Alignment(self, layouts, flat=not return_tensors)
+            return encoding
 
         if text_pair is not None and (not _is_batch(text_pair) or len(text_pair) != len(text)):
             raise ValueError("If `text` is a batch, `text_pair` must also be a batch of the same length.")
@@ -116,7 +111,7 @@ class EncodeMixin:
                     item = item[0]
                 else:
                     raise ValueError(f"Expected a pair of sequences, got {len(item)} sequences.")
-            row = self._encode_one(item, pair, return_tensors=None, **options)
+            row = self._encode_one(item, pair, return_tensors=None, layouts=layouts, **options)
             if return_length:
                 row["length"] = len(row["input_ids"])
             rows.append(row)
@@ -129,12 +124,12 @@ class EncodeMixin:
             # gives the others [] and 0.)
             batch["overflowing_tokens"] = [row.get("overflowing_tokens", []) for row in rows]
             batch["num_truncated_tokens"] = [row.get("num_truncated_tokens", 0) for row in rows]
+        unpadded = [len(ids) for ids in batch["input_ids"]]
         batch = self._pad_batch(batch, **pad_options)
-        return self._with_word_ids(to_batch_encoding(batch, return_tensors, batch_axis=False),
-                                   batch["input_ids"])
-
-    def _with_word_ids(self, encoding, rows):
-        encoding._word_ids = self._word_ids_from_tokens(rows)
+        for layout, before, ids in zip(layouts, unpadded, batch["input_ids"]):
+            _set_padding(layout, len(ids) - before, side)
+        encoding = to_batch_encoding(batch, return_tensors, batch_axis=False)
+        encoding._alignment = Alignment(self, layouts, flat=False)
         return encoding
 
     def encode(
@@ -167,13 +162,8 @@ class EncodeMixin:
         """One sequence (str, or list of ids) -> (ids, offsets or None)."""
         if isinstance(text, str):
             return self._encode_text(text, with_offsets)
-        if isinstance(text, Words):
-            ids, spans = [], []
-            for w, word in enumerate(text.words):
-                word_ids = self._encode_text(word, False)[0]
-                ids += word_ids
-                spans += [(w, w + 1)] * len(word_ids)
-            return ids, (spans if with_offsets else None)
+        if isinstance(text, Words):              # (return_offsets_mapping is refused for words)
+            return [i for word in text.words for i in self._encode_text(word, False)[0]], None
         if isinstance(text, (list, tuple)) and text and all(isinstance(i, (int, np.integer)) for i in text):
             if with_offsets:
                 raise ValueError("return_offsets_mapping needs text, not a list of ids.")
@@ -194,12 +184,14 @@ class EncodeMixin:
         return_special_tokens_mask,
         return_offsets_mapping,
         verbose,
+        layouts=None,
     ):
         """One text or pair -> dict of lists, truncated, not padded
-        (transformers' `prepare_for_model`)."""
+        (transformers' `prepare_for_model`); appends the row's RowLayout to `layouts`."""
         ids, offsets = self._ids_of(text, return_offsets_mapping)
         pair = text_pair is not None
         pair_ids, pair_offsets = self._ids_of(text_pair, return_offsets_mapping) if pair else (None, None)
+        kept = [(0, len(ids))] + ([(0, len(pair_ids))] if pair else [])
 
         if return_overflowing_tokens and truncation_strategy == "longest_first" and pair:
             raise ValueError(
@@ -223,6 +215,7 @@ class EncodeMixin:
                 len(ids), len(pair_ids) if pair else None, total_len - max_length, truncation_strategy, stride
             )
             overflowing = [ids[i] for i in overflow] + ([pair_ids[i] for i in overflow_pair] if pair else [])
+            kept = [keep.indices(len(ids))[:2]] + ([keep_pair.indices(len(pair_ids))[:2]] if pair else [])
             ids = ids[keep]
             offsets = offsets[keep] if offsets is not None else None
             if pair:
@@ -251,13 +244,20 @@ class EncodeMixin:
             encoded["num_truncated_tokens"] = total_len - max_length if max_length else 0
 
         if max_length is None and len(input_ids) > self.model_max_length and verbose and not self._warned_too_long:
-            logger.warning(
-                "Token indices sequence length is longer than the specified maximum sequence length "
-                f"for this model ({len(input_ids)} > {self.model_max_length}). Running this sequence through "
-                "the model will result in indexing errors"
-            )
+            warn("Token indices sequence length is longer than the specified maximum sequence length "
+                 f"for this model ({len(input_ids)} > {self.model_max_length}). Running this sequence through "
+                 "the model will result in indexing errors", stacklevel=4)
             self._warned_too_long = True
+        if layouts is not None:
+            layouts.append(RowLayout((text, text_pair) if pair else (text,), tuple(kept), add_special_tokens))
         return encoded
+
+
+def _set_padding(layout, n_pad, side):
+    if side == "left":
+        layout.pad_left = n_pad
+    else:
+        layout.pad_right = n_pad
 
 
 def _is_batch(text):

@@ -2,12 +2,10 @@
 
     tok.encode_plus(text, text_pair=None, **kw)         one example  -> BatchEncoding
     tok.batch_encode_plus(texts_or_pairs, **kw)         a batch      -> BatchEncoding
-    tok(words, is_split_into_words=True).word_ids()     token -> index of its word (NER alignment)
+    tok(words, is_split_into_words=True)                each word of a list tokenized alone
 
-`word_ids()` is what transformers' fast (Rust) tokenizers give: None for [CLS], [SEP] and
-padding; for words given by the caller (`is_split_into_words=True`) the index of the word a
-token came from; for text, the index of the BasicTokenizer word (split at whitespace and
-punctuation, each CJK character a word), counted again from 0 in the second text of a pair.
+`word_ids()` and the other methods of transformers' fast tokenizers' BatchEncoding are in
+encoding.py and alignment.py.
 """
 
 
@@ -33,12 +31,6 @@ def as_words(text):
     return Words(text)
 
 
-def word_ids_from_offsets(offsets):
-    """Per row: the (w, w + 1) spans that stand for word w in place of character offsets
-    (is_split_into_words) -> w, and (0, 0) (special tokens, padding) -> None."""
-    return [[None if (a, b) == (0, 0) else a for a, b in row] for row in offsets]
-
-
 class TokenizerExtras:
     """Mixed into BertTokenizer."""
 
@@ -61,22 +53,3 @@ class TokenizerExtras:
         if "text_pair" in kwargs:
             raise TypeError("batch_encode_plus takes the pairs inside its list: [(text, text_pair), ...]")
         return self(list(batch_text_or_text_pairs), **kwargs)
-
-    def _word_ids_from_tokens(self, rows):
-        """word_ids() of text: a token that does not start with "##" starts a word; [CLS],
-        [SEP] and [PAD] have none; the count starts again after a [SEP]."""
-        specials = {self._cls_id, self._sep_id, self.pad_token_id}
-        out = []
-        for row in rows:
-            word, ids = -1, []
-            for i in row:
-                if i in specials:
-                    ids.append(None)
-                    if i == self._sep_id:
-                        word = -1
-                    continue
-                if not self.ids_to_tokens.get(i, "").startswith("##") or word < 0:
-                    word += 1
-                ids.append(word)
-            out.append(ids)
-        return out

@@ -73,7 +73,7 @@ class FastTextEncoder:
         vocab = self.tokenizer.vocab
         for start, end, special in self.tokenizer._segments(text):
             if special is not None:
-                ids.append(vocab[special])
+                ids.append(self.tokenizer._segment_ids[special])
                 if with_offsets:
                     offsets.append((start, end))
             elif not with_offsets:

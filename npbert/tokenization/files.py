@@ -1,9 +1,14 @@
 """A tokenizer directory: `vocab.txt` and `tokenizer_config.json`, read with checks, written whole.
 
     load_vocab(vocab_file)                   vocab.txt -> {token: id}, as transformers reads it
-    BertTokenizer.from_pretrained(dir)       vocab.txt + tokenizer_config.json (+ special_tokens_map.json)
-    tok.save_pretrained(dir)                 both files, each through a temporary file + rename
+    BertTokenizer.from_pretrained(dir)       vocab.txt (or tokenizer.json) + tokenizer_config.json
+                                             (+ special_tokens_map.json, added_tokens.json)
+    BertTokenizer.from_pretrained(file)      that vocab.txt (or tokenizer.json) alone
+    tok.save_pretrained(dir)                 vocab.txt + tokenizer_config.json (settings, added tokens),
+                                             each through a temporary file + rename
     tok.save_vocabulary(dir)                 vocab.txt alone
+    convert_tokens_to_ids(vocab, tokens)     Google's free functions (and convert_ids_to_tokens,
+                                             convert_by_vocab)
 
 A file that cannot be what it claims (not UTF-8, not a JSON object, a field of the wrong type, an
 empty vocabulary, a special token the vocabulary lacks) stops with a ValueError naming the file,
@@ -13,15 +18,25 @@ import contextlib
 import io
 import json
 import os
-import re
 
 from npbert.io._atomic import atomic_write
 from npbert.io.hub import HUB_ONLY_KEYWORDS, hub_name_message
+from npbert.tokenization.jsonfile import _json_kind, decode_utf8, read_json_object
+from npbert.tokenization.tokenizer_json import read_tokenizer_json, tokens_in_id_order
 
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 ADDED_TOKENS_FILE = "added_tokens.json"
+TOKENIZER_FILE = "tokenizer.json"
+
+# tokenizer_config.json keys from_pretrained does not hand to the constructor: the files' own names,
+# and what transformers records about its loading and its call defaults (no effect on a tokenizer).
+NOT_PASSED_ON = frozenset({
+    "vocab_file", "tokenizer_file", "name_or_path", "tokenizer_class", "auto_map", "special_tokens_map_file",
+    "added_tokens_decoder", "extra_special_tokens", "max_len", "backend", "is_local", "local_files_only",
+    "max_length", "stride", "truncation_strategy", "pad_to_multiple_of", "pad_token_type_id", "processor_class",
+    "split_special_tokens", "full_tokenizer_file", "use_fast", "legacy", "chat_template"})
 
 SPECIAL_TOKEN_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
@@ -29,29 +44,21 @@ SPECIAL_TOKEN_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask
 # `from_tf`: a tokenizer has no TensorFlow weights.  Accepted, no effect.
 HUB_ONLY_KEYWORDS = HUB_ONLY_KEYWORDS + ("from_tf",)
 
-_NEWLINE = re.compile("\r\n|\r|\n")
-
-
-def _decode_utf8(data, path):
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = len(_NEWLINE.findall(data[: error.start].decode("utf-8"))) + 1
-        raise ValueError(f"{path}, line {line}: not UTF-8 text (byte 0x{data[error.start]:02x} at byte offset "
-                         f"{error.start}); save the file as UTF-8") from None
-
-
 def read_vocab_lines(vocab_file):
     """vocab.txt -> its tokens, one per line (line i is id i).
 
     Lines end at "\\n", "\\r\\n" or "\\r" (universal newlines); only the line end is removed, so a
     token keeps any other trailing whitespace, as transformers reads it.
     """
+    if isinstance(vocab_file, dict):        # {token: id}, as transformers 5's BertTokenizer(vocab=...) takes
+        if not vocab_file:
+            raise ValueError("The vocabulary {token: id} given is empty.")
+        return tokens_in_id_order(vocab_file, "the vocabulary {token: id} given")
     vocab_file = os.fspath(vocab_file)
     if not os.path.isfile(vocab_file):
         raise ValueError(f"Can't find a vocabulary file at path '{vocab_file}'.")
     with open(vocab_file, "rb") as f:
-        text = _decode_utf8(f.read(), vocab_file)
+        text = decode_utf8(f.read(), vocab_file)
     lines = [line.rstrip("\n") for line in io.StringIO(text, newline=None)]
     if not lines:
         raise ValueError(f"The vocabulary file '{vocab_file}' is empty: it must hold one token per line.")
@@ -64,25 +71,19 @@ def load_vocab(vocab_file):
     return {token: index for index, token in enumerate(read_vocab_lines(vocab_file))}
 
 
-def read_json_object(path):
-    """A JSON file holding an object -> dict, or a ValueError naming the file and the problem."""
-    with open(path, "rb") as f:
-        text = _decode_utf8(f.read(), path)
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}, line {error.lineno} column {error.colno}: not valid JSON ({error.msg})") from None
-    except (ValueError, RecursionError) as error:   # a number of 5000 digits, nesting 1000 deep
-        raise ValueError(f"{path}: cannot be read as JSON ({error})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{path} must hold a JSON object ({{\"do_lower_case\": true, ...}}); it holds "
-                         f"{_json_kind(value)}")
-    return value
+def convert_by_vocab(vocab, items):
+    """Google's `convert_by_vocab`: each item looked up in `vocab` (a KeyError for one it lacks)."""
+    return [vocab[item] for item in items]
 
 
-def _json_kind(value):
-    kinds = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
-    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+def convert_tokens_to_ids(vocab, tokens):
+    """Google's free function: tokens -> ids with `vocab` = load_vocab(...)."""
+    return convert_by_vocab(vocab, tokens)
+
+
+def convert_ids_to_tokens(inv_vocab, ids):
+    """Google's free function: ids -> tokens with `inv_vocab` = {id: token}."""
+    return convert_by_vocab(inv_vocab, ids)
 
 
 def token_content(value):
@@ -141,8 +142,11 @@ class PretrainedFilesMixin:
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *init_inputs, subfolder="", **kwargs):
-        """Read `vocab.txt` and, when present, `tokenizer_config.json` (and the legacy
-        `special_tokens_map.json`) from a local directory.  Keyword arguments override the files.
+        """Read `vocab.txt` (or, without it, the WordPiece vocabulary and normalizer options of
+        `tokenizer.json`, as transformers 5 saves them) and, when present, `tokenizer_config.json`
+        (and the legacy `special_tokens_map.json`) from a local directory.  Keyword arguments
+        override the files, and the files' options those of tokenizer.json.  A path to a vocab.txt
+        (or tokenizer.json) file reads that file alone.
 
         `subfolder` is a folder inside the directory.  The keywords that only concern a model hub
         (`cache_dir`, `force_download`, `local_files_only`, `revision`, `proxies`, `token`,
@@ -154,13 +158,28 @@ class PretrainedFilesMixin:
             kwargs.pop(name, None)
         path = os.path.join(os.fspath(pretrained_model_name_or_path), subfolder) if subfolder \
             else os.fspath(pretrained_model_name_or_path)
+        if os.path.isfile(path) and os.path.basename(path) != TOKENIZER_FILE:
+            return cls(path, **kwargs)         # a vocab.txt file itself, as transformers takes it
+        if os.path.isfile(path):
+            tokens, init, added = read_tokenizer_json(path)
+            check_options(init, path)
+            init["added_tokens_decoder"], init["_added_tokens_source"] = _decoder(added), path
+            return cls({token: index for index, token in enumerate(tokens)}, **{**init, **kwargs})
         if not os.path.isdir(path):
             raise ValueError(_not_a_directory(path))
         vocab_file = os.path.join(path, VOCAB_FILE)
-        if not os.path.isfile(vocab_file):
-            other = [f for f in ("tokenizer.json", "spiece.model", "vocab.json") if os.path.isfile(os.path.join(path, f))]
-            hint = f" (it has {', '.join(other)}: npbert reads BERT's vocab.txt)" if other else ""
-            raise ValueError(f"Can't find a vocabulary file at path '{vocab_file}'{hint}.")
+        json_file = os.path.join(path, TOKENIZER_FILE)
+        init, json_added = {}, None
+        if not os.path.isfile(vocab_file) and os.path.isfile(json_file):
+            # transformers 5 saves tokenizer.json only: its WordPiece vocabulary and BertNormalizer
+            # options, under tokenizer_config.json and the keywords (transformers' order too)
+            tokens, init, json_added = read_tokenizer_json(json_file)
+            check_options(init, json_file)
+            vocab_file = {token: index for index, token in enumerate(tokens)}
+        elif not os.path.isfile(vocab_file):
+            other = [f for f in ("spiece.model", "vocab.json") if os.path.isfile(os.path.join(path, f))]
+            hint = f" (it has {', '.join(other)}: npbert reads BERT's vocab.txt or tokenizer.json)" if other else ""
+            raise ValueError(f"Can't find a vocabulary file at path '{vocab_file}' (nor {TOKENIZER_FILE}){hint}.")
 
         config_file = os.path.join(path, TOKENIZER_CONFIG_FILE)
         config = read_json_object(config_file) if os.path.isfile(config_file) else {}
@@ -176,8 +195,11 @@ class PretrainedFilesMixin:
             config["additional_special_tokens"] = extra
 
         # (max_input_chars_per_word is an argument only: transformers does not read it from a file)
-        init = {key: value for key, value in config.items()
-                if key in _OPTION_TYPES and key != "max_input_chars_per_word" or key == "max_len"}
+        init.update({key: value for key, value in config.items()
+                     if key in _OPTION_TYPES and key != "max_input_chars_per_word" or key == "max_len"})
+        # other keys go to the constructor as transformers passes them: kept in init_kwargs
+        others = {key: value for key, value in config.items()
+                  if key not in init and key not in _OPTION_TYPES and key not in NOT_PASSED_ON}
         if "max_len" in init:                 # the 2.x name
             init.setdefault("model_max_length", init["max_len"])
             del init["max_len"]
@@ -187,13 +209,21 @@ class PretrainedFilesMixin:
             init["additional_special_tokens"] = [token_content(t) for t in init["additional_special_tokens"]]
         if isinstance(init.get("model_max_length"), float):
             init["model_max_length"] = int(init["model_max_length"])
-        init.update(kwargs)
-        tokenizer = cls(vocab_file, **init)
-        _check_added_tokens(tokenizer, added, config_file)
+        decoder = _decoder(json_added or [])
+        if added is not None and not isinstance(added, dict):
+            raise ValueError(f"{config_file}: 'added_tokens_decoder' must be an object {{id: token}}, got "
+                             f"{_json_kind(added)}")
+        decoder = _merge_decoders(decoder, added or {}, config_file)
         added_file = os.path.join(path, ADDED_TOKENS_FILE)
         if os.path.isfile(added_file):
-            _check_added_tokens(tokenizer, {i: t for t, i in read_json_object(added_file).items()}, added_file)
-        return tokenizer
+            decoder = _merge_decoders(decoder, {i: t for t, i in read_json_object(added_file).items()}, added_file)
+        init.update(others)
+        init["added_tokens_decoder"] = decoder
+        init["_added_tokens_source"] = " / ".join(
+            f for f in (json_file if json_added else None, config_file if added else None,
+                        added_file if os.path.isfile(added_file) else None) if f) or None
+        init.update(kwargs)
+        return cls(vocab_file, **init)
 
     def save_pretrained(self, save_directory, legacy_format=None, filename_prefix=None, push_to_hub=False, **kwargs):
         """Write `vocab.txt` and `tokenizer_config.json`; returns their paths.
@@ -232,11 +262,11 @@ class PretrainedFilesMixin:
         vocab_size = config.get("vocab_size") if isinstance(config, dict) else getattr(config, "vocab_size", None)
         if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
             raise ValueError(f"check_fits: the model config has no integer vocab_size (got {vocab_size!r})")
-        largest = max(self.vocab.values())
+        largest = len(self) - 1
         if largest >= vocab_size:
             token = self.ids_to_tokens[largest]
             raise ValueError(
-                f"The tokenizer's vocabulary ({len(self.vocab)} tokens, ids up to {largest}: {token!r}) does not fit the "
+                f"The tokenizer's vocabulary ({len(self)} tokens, ids up to {largest}: {token!r}) does not fit the "
                 f"model: its config has vocab_size={vocab_size}, so ids from {vocab_size} on have no embedding. "
                 "Use the vocab.txt the model was trained with.")
 
@@ -246,6 +276,14 @@ class PretrainedFilesMixin:
         config.update({name: getattr(self, name) for name in SPECIAL_TOKEN_NAMES})
         if self.additional_special_tokens:
             config["additional_special_tokens"] = list(self.additional_special_tokens)
+        if self.added_tokens_encoder:        # as transformers writes them (its own special tokens aside)
+            config["added_tokens_decoder"] = {
+                str(index): {"content": token, "lstrip": False, "normalized": not self._added_special[token],
+                             "rstrip": False, "single_word": False, "special": self._added_special[token]}
+                for token, index in self.added_tokens_encoder.items()}
+        if self.model_input_names != ["input_ids", "token_type_ids", "attention_mask"]:
+            config["model_input_names"] = list(self.model_input_names)
+        config.update(self._unused_init_kwargs)
         config.update(
             model_max_length=self.model_max_length,
             padding_side=self.padding_side,
@@ -287,30 +325,25 @@ def _write_whole(directory, files):
 
 
 def _not_a_directory(path):
-    if os.path.isfile(path):
-        return (f"from_pretrained expects a directory holding vocab.txt, got the file '{path}': pass its directory, "
-                f"or BertTokenizer('{path}') to read it as the vocabulary.")
-    return (f"from_pretrained expects a directory holding vocab.txt; '{path}' is not a directory."
+    return (f"from_pretrained expects a directory holding vocab.txt or tokenizer.json; '{path}' is not a directory."
             + hub_name_message(path, "tokenizers", "AutoTokenizer"))
 
 
-def _check_added_tokens(tokenizer, added, source):
-    """transformers' added_tokens_decoder ({"100": {"content": "[UNK]", ...}, ...}) or
-    added_tokens.json: every token must be the vocabulary's own entry at that id."""
-    if added is None:
-        return
-    if not isinstance(added, dict):
-        raise ValueError(f"{source}: 'added_tokens_decoder' must be an object {{id: token}}, got {_json_kind(added)}")
-    for index, token in added.items():
-        content = token_content(token)
+def _decoder(added):
+    """tokenizer.json's added tokens [(id, content, special)] -> {id: {"content", "special"}}."""
+    return {index: {"content": content, "special": special} for index, content, special in added}
+
+
+def _merge_decoders(decoder, more, source):
+    """Two {id: token} of the same tokenizer's files: they must agree where both give an id."""
+    merged = dict(decoder)
+    for index, token in more.items():
         try:
             index = int(index)
         except (TypeError, ValueError):
             raise ValueError(f"{source}: added token id {index!r} is not a number") from None
-        if not isinstance(content, str):
-            raise ValueError(f"{source}: the added token at id {index} must be a string, got {content!r:.60}")
-        if tokenizer.vocab.get(content) != index:
-            raise ValueError(
-                f"{source} adds the token {content!r} at id {index}, which is not its id in {VOCAB_FILE}; "
-                "npbert supports no tokens beyond the vocabulary."
-            )
+        if index in merged and token_content(merged[index]) != token_content(token):
+            raise ValueError(f"{source} gives the id {index} to {token_content(token)!r}, another file of the "
+                             f"tokenizer to {token_content(merged[index])!r}")
+        merged.setdefault(index, token)
+    return merged

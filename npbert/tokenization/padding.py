@@ -5,10 +5,9 @@
     _pad_one, _pad_batch                 pad to the longest row or to max_length (`_pad`, `pad`)
     pad                                  pad encodings made without padding
 """
-import warnings
-
 from npbert.tokenization.encoding import (LARGE_INTEGER, PADDING_STRATEGIES, TRUNCATION_STRATEGIES,
                                           to_batch_encoding)
+from npbert.tokenization.warn import warn
 
 
 class PaddingTruncationMixin:
@@ -25,10 +24,8 @@ class PaddingTruncationMixin:
             padding_strategy = "do_not_pad"
         elif padding is True:
             if verbose and max_length is not None and truncation in (None, False, "do_not_truncate"):
-                warnings.warn(
-                    "`max_length` is ignored when `padding`=`True` and there is no truncation strategy. "
-                    "To pad to max length, use `padding='max_length'`."
-                )
+                warn("`max_length` is ignored when `padding`=`True` and there is no truncation strategy. "
+                     "To pad to max length, use `padding='max_length'`.", stacklevel=5)
             padding_strategy = "longest"
         else:
             padding_strategy = getattr(padding, "value", padding)

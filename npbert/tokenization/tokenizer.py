@@ -15,26 +15,27 @@ word); tests/tokenization checks the two paths equal.  The rest of the class liv
 
     encode.py    __call__, encode: [CLS] A [SEP] (B [SEP]), truncation, padding -> BatchEncoding
     padding.py   the truncation and padding strategies, pad()
-    files.py     from_pretrained, save_pretrained, save_vocabulary, load_vocab
-    extras.py    encode_plus, batch_encode_plus, word_ids()
+    files.py     from_pretrained, save_pretrained, save_vocabulary, load_vocab (tokenizer_json.py: tokenizer.json)
+    added.py     vocabulary, special tokens, add_tokens, add_special_tokens
+    alignment.py what BatchEncoding's tokens(), word_ids(), char_to_token(), ... read
+    extras.py    encode_plus, batch_encode_plus, is_split_into_words
 """
-import re
-
-import numpy as np
+import json
 
 from npbert.paths import is_fast
 from npbert.tokenization import aligned
+from npbert.tokenization.added import VocabularyMixin
 from npbert.tokenization.basic import BasicTokenizer
 from npbert.tokenization.encode import EncodeMixin
 from npbert.tokenization.encoding import VERY_LARGE_INTEGER, to_python
 from npbert.tokenization.extras import TokenizerExtras
-from npbert.tokenization.fast import FastTextEncoder
-from npbert.tokenization.files import SPECIAL_TOKEN_NAMES, PretrainedFilesMixin, check_options, read_vocab_lines
+from npbert.tokenization.files import NOT_PASSED_ON, PretrainedFilesMixin, check_options, read_vocab_lines
 from npbert.tokenization.padding import PaddingTruncationMixin
+from npbert.tokenization.warn import warn
 from npbert.tokenization.wordpiece import WordpieceTokenizer
 
 
-class BertTokenizer(TokenizerExtras, EncodeMixin, PaddingTruncationMixin, PretrainedFilesMixin):
+class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTruncationMixin, PretrainedFilesMixin):
     """BERT's tokenizer: BasicTokenizer + WordPiece + the encoding interface.
 
     Args:
@@ -52,7 +53,7 @@ class BertTokenizer(TokenizerExtras, EncodeMixin, PaddingTruncationMixin, Pretra
 
     def __init__(
         self,
-        vocab_file,
+        vocab_file=None,
         do_lower_case=True,
         never_split=None,
         tokenize_chinese_chars=True,
@@ -64,10 +65,19 @@ class BertTokenizer(TokenizerExtras, EncodeMixin, PaddingTruncationMixin, Pretra
         mask_token="[MASK]",
         **kwargs,
     ):
+        if vocab_file is None and "vocab" in kwargs:     # transformers 5's name: BertTokenizer(vocab=...)
+            vocab_file = kwargs.pop("vocab")
+        added_source = kwargs.pop("_added_tokens_source", None)     # the file from_pretrained read them from
+        if vocab_file is None:
+            raise TypeError("BertTokenizer needs a vocabulary: BertTokenizer('path/to/vocab.txt'), or a {token: id} dict")
         options = dict(do_lower_case=do_lower_case, never_split=never_split,
                        tokenize_chinese_chars=tokenize_chinese_chars, strip_accents=strip_accents,
                        unk_token=unk_token, sep_token=sep_token, pad_token=pad_token, cls_token=cls_token,
                        mask_token=mask_token, **kwargs)
+        # transformers' init_kwargs: every constructor argument, the defaults too (a copy of the
+        # vocabulary given as a dict is not kept), and unknown keywords, kept and saved as transformers does
+        self.init_kwargs = {"vocab_file": vocab_file if not isinstance(vocab_file, dict) else None,
+                            "do_basic_tokenize": True, "clean_up_tokenization_spaces": True, **options}
         for name in ("unk_token", "sep_token", "cls_token"):
             if options[name] is None:
                 raise ValueError(f"BertTokenizer needs a {name}; got None.")
@@ -92,12 +102,21 @@ class BertTokenizer(TokenizerExtras, EncodeMixin, PaddingTruncationMixin, Pretra
         self.cls_token, self.mask_token = cls_token, mask_token
         extra = kwargs.pop("additional_special_tokens", None) or kwargs.pop("extra_special_tokens", None) or []
         self.additional_special_tokens = [str(t) for t in extra]
-        missing = [t for t in self.all_special_tokens if t not in self.vocab]
+        where = f"'{vocab_file}'" if not isinstance(vocab_file, dict) else "given"
+        self.added_tokens_encoder, self._added_special, self._all_ids = {}, {}, self.vocab
+        self._register_added_tokens(kwargs.pop("added_tokens_decoder", None), added_source or f"The vocabulary {where}")
+        for name in ("pad_token", "mask_token"):        # optional: None, as for Google's FullTokenizer
+            token = getattr(self, name)
+            if token is not None and str(token) not in self._all_ids:
+                warn(f"The vocabulary {where} has no {name} {str(token)!r}: {name} is None (add one with "
+                     f"add_special_tokens({{'{name}': ...}}), or pass the token this vocabulary uses)")
+                setattr(self, name, None)
+        missing = [t for t in self.all_special_tokens if t not in self._all_ids]
         if missing:
             raise ValueError(
-                f"The vocabulary '{vocab_file}' lacks the special token(s) {missing}. BERT's special tokens "
-                "must be vocabulary entries; pass the names this vocabulary uses (e.g. unk_token='<unk>'), or "
-                "pad_token=None / mask_token=None for a vocabulary without them."
+                f"The vocabulary {where} lacks the special token(s) {missing}. [UNK], [CLS] and [SEP] (and any "
+                "additional special token) must be vocabulary entries; pass the names this vocabulary uses "
+                "(e.g. unk_token='<unk>')."
             )
 
         model_max_length = kwargs.pop("model_max_length", kwargs.pop("max_len", None))
@@ -107,8 +126,11 @@ class BertTokenizer(TokenizerExtras, EncodeMixin, PaddingTruncationMixin, Pretra
         self.model_input_names = list(kwargs.pop("model_input_names", ["input_ids", "token_type_ids", "attention_mask"]))
         self.clean_up_tokenization_spaces = kwargs.pop("clean_up_tokenization_spaces", True)
         self.pad_token_type_id = 0
-        if kwargs:
-            raise TypeError(f"BertTokenizer got unexpected arguments {sorted(kwargs)}")
+        unknown = sorted(k for k in kwargs if k not in NOT_PASSED_ON)
+        if unknown:
+            warn(f"BertTokenizer: {unknown} are not options of npbert's BertTokenizer; kept in init_kwargs and "
+                 "saved with the tokenizer (as transformers does), with no effect")
+        self._unused_init_kwargs = {k: kwargs[k] for k in unknown if _is_json(kwargs[k])}
         self._init_config = {
             "do_lower_case": do_lower_case,
             "do_basic_tokenize": self.do_basic_tokenize,
@@ -117,17 +139,7 @@ class BertTokenizer(TokenizerExtras, EncodeMixin, PaddingTruncationMixin, Pretra
             "strip_accents": strip_accents,
         }
 
-        # The text is first cut at special tokens written in it: longest first, matched on the
-        # raw text (transformers' added-tokens trie does the same).
-        specials = sorted((t for t in self.all_special_tokens if t), key=len, reverse=True)
-        self._special_token_re = re.compile("|".join(re.escape(t) for t in specials))
-        self._special_first_chars = {t[0] for t in specials}
-        # The BasicTokenizer never splits special tokens (transformers passes them as
-        # `never_split` when it tokenizes the text between them).
-        self._never_split = self.basic_tokenizer.never_split | set(self.all_special_tokens)
-        self._unk_id = self.vocab[str(unk_token)]
-        self._cls_id, self._sep_id = self.vocab[str(cls_token)], self.vocab[str(sep_token)]
-        self._fast = FastTextEncoder(self)
+        self._rebuild()
         self._warned_too_long = False
 
     # ------------------------------------------------------------------
@@ -135,62 +147,16 @@ class BertTokenizer(TokenizerExtras, EncodeMixin, PaddingTruncationMixin, Pretra
     # ------------------------------------------------------------------
 
     @property
+    def is_fast(self):
+        """True: the BatchEncodings this tokenizer returns have the methods of transformers' fast
+        (Rust) tokenizers (`tokens()`, `word_ids()`, `char_to_token()`, ...) and it gives
+        `return_offsets_mapping`, so tutorial code that checks `tokenizer.is_fast` before using them
+        runs.  (It says what the tokenizer offers, not that it is written in Rust.)"""
+        return True
+
+    @property
     def do_lower_case(self):
         return self.basic_tokenizer.do_lower_case
-
-    @property
-    def vocab_size(self):
-        return len(self.vocab)
-
-    def __len__(self):
-        return len(self.vocab)
-
-    def get_vocab(self):
-        return dict(self.vocab)
-
-    @property
-    def all_special_tokens(self):
-        """[unk, sep, pad, cls, mask] (those not None), then additional ones, unique."""
-        tokens = []
-        for name in SPECIAL_TOKEN_NAMES:
-            token = getattr(self, name)
-            if token is not None and str(token) not in tokens:
-                tokens.append(str(token))
-        tokens += [t for t in self.additional_special_tokens if t not in tokens]
-        return tokens
-
-    @property
-    def all_special_ids(self):
-        return self.convert_tokens_to_ids(self.all_special_tokens)
-
-    @property
-    def special_tokens_map(self):
-        return {name: str(getattr(self, name)) for name in SPECIAL_TOKEN_NAMES if getattr(self, name) is not None}
-
-    def _token_id(self, name):
-        token = getattr(self, name)
-        return None if token is None else self.vocab.get(str(token), self._unk_id)
-
-    unk_token_id = property(lambda self: self._token_id("unk_token"))
-    sep_token_id = property(lambda self: self._token_id("sep_token"))
-    pad_token_id = property(lambda self: self._token_id("pad_token"))
-    cls_token_id = property(lambda self: self._token_id("cls_token"))
-    mask_token_id = property(lambda self: self._token_id("mask_token"))
-
-    def convert_tokens_to_ids(self, tokens):
-        """A token or a list of tokens -> id(s); unknown tokens -> unk_token_id."""
-        if isinstance(tokens, str):
-            return self.vocab.get(tokens, self._unk_id)
-        return [self.vocab.get(token, self._unk_id) for token in tokens]
-
-    def convert_ids_to_tokens(self, ids, skip_special_tokens=False):
-        """An id or a list of ids -> token(s); unknown ids -> unk_token."""
-        if isinstance(ids, (int, np.integer)):
-            return self.ids_to_tokens.get(int(ids), str(self.unk_token))
-        skip = set(self.all_special_ids) if skip_special_tokens else ()
-        return [
-            self.ids_to_tokens.get(int(i), str(self.unk_token)) for i in ids if int(i) not in skip
-        ]
 
     def num_special_tokens_to_add(self, pair=False):
         return 3 if pair else 2
@@ -271,7 +237,7 @@ class BertTokenizer(TokenizerExtras, EncodeMixin, PaddingTruncationMixin, Pretra
         basic = self.basic_tokenizer if self.do_basic_tokenize else None
         for start, end, special in self._segments(text):
             if special is not None:
-                ids.append(self.vocab[special])
+                ids.append(self._segment_ids[special])
                 offsets.append((start, end))
                 continue
             tokens, spans = aligned.wordpieces_with_spans(basic, self._never_split, self.wordpiece_tokenizer.tokenize_word,
@@ -375,3 +341,12 @@ class BertTokenizer(TokenizerExtras, EncodeMixin, PaddingTruncationMixin, Pretra
             f"BertTokenizer(vocab_size={self.vocab_size}, model_max_length={self.model_max_length}, "
             f"do_lower_case={self.do_lower_case}, special_tokens={self.special_tokens_map})"
         )
+
+
+def _is_json(value):
+    """Can `value` be written into tokenizer_config.json as it is?"""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True

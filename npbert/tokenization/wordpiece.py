@@ -20,11 +20,11 @@ from npbert.tokenization.basic import whitespace_tokenize
 class WordpieceTokenizer:
     """Args:
     vocab: dict token -> id (only membership is used).
-    unk_token: the token for a word that cannot be covered.
+    unk_token: the token for a word that cannot be covered (Google's default "[UNK]").
     max_input_chars_per_word: longer words become `unk_token` (transformers: 100).
     """
 
-    def __init__(self, vocab, unk_token, max_input_chars_per_word=100):
+    def __init__(self, vocab, unk_token="[UNK]", max_input_chars_per_word=100):
         self.vocab = vocab
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word

@@ -182,7 +182,7 @@ def _directory(tmp_path, config=None, vocab=VOCAB):
     ({"added_tokens_decoder": [1]}, r"'added_tokens_decoder' must be an object"),
     ({"added_tokens_decoder": {"x": {"content": "hello"}}}, r"added token id 'x' is not a number"),
     ({"added_tokens_decoder": {"5": {"content": 7}}}, r"the added token at id 5 must be a string"),
-    ({"added_tokens_decoder": {"30": {"content": "new"}}}, r"adds the token 'new' at id 30, which is not its id"),
+    ({"added_tokens_decoder": {"30": {"content": "new"}}}, r"the added token 'new' has the id 30, but the next free id is 10"),
 ])
 def test_a_bad_tokenizer_config_names_the_file_and_field(tmp_path, config, message):
     with pytest.raises(ValueError, match=message) as info:
@@ -236,11 +236,14 @@ def test_an_empty_vocab(tmp_path):
 @pytest.mark.parametrize("missing", ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"])
 def test_a_vocab_missing_a_special_token_the_options_need(tmp_path, missing):
     directory = _directory(tmp_path, vocab=[t for t in VOCAB if t != missing])
+    if missing in ("[PAD]", "[MASK]"):               # options that do without it: None, with a warning
+        name = "pad_token" if missing == "[PAD]" else "mask_token"
+        with pytest.warns(UserWarning, match=rf"vocab.txt' has no {name}"):
+            assert getattr(BertTokenizer.from_pretrained(directory), name) is None
+        assert BertTokenizer.from_pretrained(directory, **{name: None}).vocab_size == len(VOCAB) - 1
+        return
     with pytest.raises(ValueError, match=rf"vocab.txt' lacks the special token\(s\) \['\{missing}'\]"):
         BertTokenizer.from_pretrained(directory)
-    if missing in ("[PAD]", "[MASK]"):               # options that do without it
-        name = "pad_token" if missing == "[PAD]" else "mask_token"
-        assert BertTokenizer.from_pretrained(directory, **{name: None}).vocab_size == len(VOCAB) - 1
 
 
 def test_bad_constructor_arguments_are_named(tmp_path):
@@ -283,15 +286,18 @@ def test_a_hub_name_says_npbert_loads_local_directories(name, tmp_path, monkeypa
 
 def test_a_file_or_a_missing_path(tmp_path):
     path = write_vocab(tmp_path, VOCAB)
-    with pytest.raises(ValueError, match=r"got the file .*vocab.txt': pass its directory"):
-        BertTokenizer.from_pretrained(path)
+    assert BertTokenizer.from_pretrained(path).get_vocab() == BertTokenizer(path).get_vocab()   # as transformers
     with pytest.raises(ValueError, match=r"'/no/such/dir' is not a directory\.$"):
         BertTokenizer.from_pretrained("/no/such/dir")
 
 
 def test_a_directory_without_vocab_txt(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{}")
-    with pytest.raises(ValueError, match=r"Can't find a vocabulary file .* \(it has tokenizer.json"):
+    with pytest.raises(ValueError, match=r"tokenizer.json: npbert reads BERT WordPiece tokenizers .*its model is None"):
+        BertTokenizer.from_pretrained(str(tmp_path))
+    (tmp_path / "tokenizer.json").unlink()
+    (tmp_path / "spiece.model").write_text("")
+    with pytest.raises(ValueError, match=r"Can't find a vocabulary file .* \(it has spiece.model"):
         BertTokenizer.from_pretrained(str(tmp_path))
 
 

@@ -63,7 +63,9 @@ def on_both_paths(function):
 def _plain(value):
     """A BatchEncoding (arrays, word_ids) -> comparable plain values."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}, getattr(value, "_word_ids", None)
+        alignment = getattr(value, "_alignment", None)
+        rows = [] if alignment is None else range(len(alignment))
+        return {k: _plain(v) for k, v in value.items()}, [(value.word_ids(b), value.sequence_ids(b)) for b in rows]
     if isinstance(value, np.ndarray):
         return value.dtype.str, value.shape, value.tolist()
     return value

@@ -1,0 +1,229 @@
+"""The tokenizer's vocabulary, special tokens and added tokens (transformers' `add_tokens`,
+`add_special_tokens`).
+
+    tok.add_tokens(["covid", "<ent>"])               new ids len(tok), len(tok) + 1, ...; returns how many
+    tok.add_special_tokens({"pad_token": "[PAD]",     sets the special token (adding it if it is new)
+                            "additional_special_tokens": ["<e1>"]})
+    model.resize_token_embeddings(len(tok))          the model gets rows for the new ids
+
+An added token is never split: like a special token, it is cut out of the raw text wherever it is
+written (longest match first) and becomes its id, and WordPiece never uses it as a piece.  As in
+transformers' Python tokenizer, a non-special token added to a lower-casing tokenizer is stored
+lower-cased ("NewWord" -> "newword") and matched as stored.  `vocab` stays the vocab.txt
+vocabulary (`vocab_size` its size); `len(tok)`, `get_vocab()`, `convert_tokens_to_ids` and
+`decode` include the added tokens; `save_pretrained` writes them into tokenizer_config.json's
+`added_tokens_decoder` (vocab.txt keeps the file's tokens), and `from_pretrained` reads them back.
+"""
+import re
+
+import numpy as np
+
+from npbert.tokenization.fast import FastTextEncoder
+from npbert.tokenization.files import SPECIAL_TOKEN_NAMES, token_content
+
+
+def _special_token(name):
+    """A special-token attribute (`tok.pad_token`): a str or None.  Once the tokenizer is built,
+    setting one (as tutorials write `tokenizer.pad_token = ...`) must name a token the tokenizer
+    has, and updates what depends on it; `add_special_tokens` adds a new one."""
+
+    def get(self):
+        return self.__dict__.get("_" + name)
+
+    def set(self, value):
+        value = None if value is None else str(token_content(getattr(value, "content", value)))
+        if self.__dict__.get("_built"):
+            if value is None and name in ("unk_token", "sep_token", "cls_token"):
+                raise ValueError(f"BertTokenizer needs a {name}; it cannot be set to None.")
+            if value is not None and value not in self._all_ids:
+                raise ValueError(f"{name} = {value!r}: the tokenizer has no such token; use "
+                                 f"tokenizer.add_special_tokens({{'{name}': {value!r}}}) to add it.")
+        self.__dict__["_" + name] = value
+        if self.__dict__.get("_built"):
+            self._rebuild()
+
+    return property(get, set)
+
+
+class VocabularyMixin:
+    """Mixed into BertTokenizer: its vocabulary, special tokens and added tokens."""
+
+    unk_token = _special_token("unk_token")
+    sep_token = _special_token("sep_token")
+    pad_token = _special_token("pad_token")
+    cls_token = _special_token("cls_token")
+    mask_token = _special_token("mask_token")
+
+    # ------------------------------------------------------------------
+    # Vocabulary and special tokens
+    # ------------------------------------------------------------------
+
+    @property
+    def vocab_size(self):
+        """The vocab.txt vocabulary's size (added tokens not counted, as in transformers)."""
+        return len(self.vocab)
+
+    def __len__(self):
+        """vocab_size plus the added tokens: the embedding rows a model needs."""
+        return len(self.vocab) + len(self.added_tokens_encoder)
+
+    def get_vocab(self):
+        return dict(self._all_ids)
+
+    @property
+    def added_tokens_decoder(self):
+        """{id: token} of the tokens added beyond the vocabulary."""
+        return {index: token for token, index in self.added_tokens_encoder.items()}
+
+    @property
+    def all_special_tokens(self):
+        """[unk, sep, pad, cls, mask] (those not None), then additional ones, then the other added
+        special tokens, unique."""
+        tokens = []
+        for name in SPECIAL_TOKEN_NAMES:
+            token = getattr(self, name)
+            if token is not None and str(token) not in tokens:
+                tokens.append(str(token))
+        tokens += [t for t in self.additional_special_tokens if t not in tokens]
+        # tokens added with add_tokens(..., special_tokens=True) too (transformers 5)
+        tokens += [t for t, special in self._added_special.items() if special and t not in tokens]
+        return tokens
+
+    @property
+    def all_special_ids(self):
+        return self.convert_tokens_to_ids(self.all_special_tokens)
+
+    @property
+    def special_tokens_map(self):
+        special = {name: str(getattr(self, name)) for name in SPECIAL_TOKEN_NAMES if getattr(self, name) is not None}
+        if self.additional_special_tokens:
+            special["additional_special_tokens"] = list(self.additional_special_tokens)
+        return special
+
+    def _token_id(self, name):
+        token = getattr(self, name)
+        return None if token is None else self._all_ids.get(str(token), self._unk_id)
+
+    unk_token_id = property(lambda self: self._token_id("unk_token"))
+    sep_token_id = property(lambda self: self._token_id("sep_token"))
+    pad_token_id = property(lambda self: self._token_id("pad_token"))
+    cls_token_id = property(lambda self: self._token_id("cls_token"))
+    mask_token_id = property(lambda self: self._token_id("mask_token"))
+
+    def convert_tokens_to_ids(self, tokens):
+        """A token or a list of tokens -> id(s); unknown tokens -> unk_token_id."""
+        ids = self._all_ids
+        if isinstance(tokens, str):
+            return ids.get(tokens, self._unk_id)
+        return [ids.get(token, self._unk_id) for token in tokens]
+
+    def convert_ids_to_tokens(self, ids, skip_special_tokens=False):
+        """An id or a list of ids -> token(s); unknown ids -> unk_token."""
+        if isinstance(ids, (int, np.integer)):
+            return self.ids_to_tokens.get(int(ids), str(self.unk_token))
+        skip = set(self.all_special_ids) if skip_special_tokens else ()
+        return [
+            self.ids_to_tokens.get(int(i), str(self.unk_token)) for i in ids if int(i) not in skip
+        ]
+
+    # ------------------------------------------------------------------
+    # Added tokens
+    # ------------------------------------------------------------------
+
+    def add_tokens(self, new_tokens, special_tokens=False):
+        """Add tokens beyond the vocabulary: each new one gets the next id (`len(self)`) and is
+        never split.  A token already known is not added again.  Returns how many were added."""
+        if isinstance(new_tokens, str) or not isinstance(new_tokens, (list, tuple)):
+            new_tokens = [new_tokens]
+        added = 0
+        for token in new_tokens:
+            content = token_content(getattr(token, "content", token))
+            if not isinstance(content, str) or not content:
+                raise ValueError(f"add_tokens: a token must be a non-empty string, got {token!r:.60}")
+            special = special_tokens or bool(getattr(token, "special", False))
+            if not special and self.do_lower_case:
+                content = content.lower()
+            if content in self.vocab or content in self.added_tokens_encoder:
+                continue
+            index = len(self)
+            self.added_tokens_encoder[content] = index
+            self.ids_to_tokens[index] = content
+            self._added_special[content] = special
+            added += 1
+        self._rebuild()
+        return added
+
+    def add_special_tokens(self, special_tokens_dict, replace_additional_special_tokens=True):
+        """Set special tokens ({"pad_token": "[PAD]", "additional_special_tokens": [...]}), adding
+        the new ones beyond the vocabulary; returns how many were added."""
+        if not isinstance(special_tokens_dict, dict):
+            raise TypeError(f"add_special_tokens takes a dict {{name: token}}, got {type(special_tokens_dict).__name__}")
+        names = SPECIAL_TOKEN_NAMES + ("additional_special_tokens", "extra_special_tokens")
+        unknown = [key for key in special_tokens_dict if key not in names]
+        if unknown:
+            raise ValueError(f"add_special_tokens: {unknown} are not special-token names; use one of {list(names)}")
+        added = 0
+        for key, value in special_tokens_dict.items():
+            if key in ("additional_special_tokens", "extra_special_tokens"):
+                if isinstance(value, str) or not isinstance(value, (list, tuple)):
+                    raise ValueError(f"add_special_tokens: {key} must be a list of tokens, got {value!r:.60}")
+                tokens = [str(token_content(getattr(t, "content", t))) for t in value]
+                added += self.add_tokens(tokens, special_tokens=True)
+                kept = [] if replace_additional_special_tokens else self.additional_special_tokens
+                self.additional_special_tokens = kept + [t for t in tokens if t not in kept]
+            else:
+                token = str(token_content(getattr(value, "content", value)))
+                added += self.add_tokens([token], special_tokens=True)
+                self.__dict__["_" + key] = token
+        self._rebuild()
+        return added
+
+    def _register_added_tokens(self, decoder, where):
+        """`added_tokens_decoder` ({id: token or {"content": ..., "special": ...}}, as
+        tokenizer_config.json / tokenizer.json / added_tokens.json hold it): ids inside the
+        vocabulary must be its own entries; the others are added tokens, ids len(vocab), +1, ..."""
+        beyond = []
+        for index, token in (decoder or {}).items():
+            content = token_content(getattr(token, "content", token))
+            try:
+                index = int(index)
+            except (TypeError, ValueError):
+                raise ValueError(f"{where}: added token id {index!r} is not a number") from None
+            if not isinstance(content, str):
+                raise ValueError(f"{where}: the added token at id {index} must be a string, got {content!r:.60}")
+            special = bool(token.get("special", False)) if isinstance(token, dict) else bool(
+                getattr(token, "special", False))
+            if index < len(self.vocab):
+                if self.vocab.get(content) != index:
+                    raise ValueError(f"{where} gives the token {content!r} the id {index}, which is "
+                                     f"{self.ids_to_tokens.get(index)!r} in the vocabulary.")
+            else:
+                beyond.append((index, content, special))
+        for index, content, special in sorted(beyond):
+            if index != len(self) or content in self.vocab or content in self.added_tokens_encoder:
+                raise ValueError(f"{where}: the added token {content!r} has the id {index}, but the next free id "
+                                 f"is {len(self)} (added tokens follow the vocabulary without gaps or repeats)")
+            self.added_tokens_encoder[content] = index
+            self.ids_to_tokens[index] = content
+            self._added_special[content] = special
+        self._all_ids = {**self.vocab, **self.added_tokens_encoder} if self.added_tokens_encoder else self.vocab
+
+    def _rebuild(self):
+        """What depends on the special and added tokens: the regex that cuts them out of the text,
+        the BasicTokenizer's never_split, the ids of [UNK]/[CLS]/[SEP], a fresh fast-path cache."""
+        self._all_ids = {**self.vocab, **self.added_tokens_encoder} if self.added_tokens_encoder else self.vocab
+        # The text is first cut at special and added tokens written in it: longest first, matched
+        # on the raw text (transformers' added-tokens trie does the same).
+        whole = list(dict.fromkeys(self.all_special_tokens + list(self.added_tokens_encoder)))
+        self._segment_ids = {token: self._all_ids[token] for token in whole}
+        specials = sorted(whole, key=len, reverse=True)
+        self._special_token_re = re.compile("|".join(re.escape(t) for t in specials))
+        self._special_first_chars = {t[0] for t in specials}
+        # The BasicTokenizer never splits special tokens (transformers passes them as
+        # `never_split` when it tokenizes the text between them).
+        self._never_split = self.basic_tokenizer.never_split | set(self.all_special_tokens)
+        self._unk_id = self._all_ids[str(self.unk_token)]
+        self._cls_id, self._sep_id = self._all_ids[str(self.cls_token)], self._all_ids[str(self.sep_token)]
+        self.wordpiece_tokenizer.unk_token = str(self.unk_token)
+        self._fast = FastTextEncoder(self)
+        self._built = True
