@@ -31,7 +31,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 MODES = ("forward", "fwd_bwd")
 IMPLS = ("tiled", "fast", "sdpa", "gemm-floor")
@@ -128,21 +127,9 @@ def _gemm_floor_runner(q, k, v, dcontext, block):
 
 def time_worker(T, args):
     """The implementations in one process, alternating run by run; prints one JSON line."""
-    impls = args.impls.split(",")
-    runners = {impl: make_runner(impl, T, args) for impl in impls}
-    result = {}
-    for mode in args.modes.split(","):
-        times = {impl: [] for impl in impls}
-        for impl in impls:
-            runners[impl](mode)                         # warm-up
-        for _ in range(args.rounds):
-            for impl in impls:
-                t0 = time.perf_counter()
-                out = runners[impl](mode)
-                times[impl].append(time.perf_counter() - t0)
-                del out
-        result[mode] = times
-    print(json.dumps(result))
+    from bench_model import alternating_times           # (this folder: the script's own directory on sys.path)
+    runners = {impl: make_runner(impl, T, args) for impl in args.impls.split(",")}
+    print(json.dumps(alternating_times(runners, args.modes.split(","), args.rounds)))
 
 
 def memory_worker(impl, mode, T, args):

@@ -187,23 +187,28 @@ def _gemm_floor_runner(args, dH, with_attention=False):
     return run, lambda: None
 
 
-def time_worker(args):
-    """All implementations in one process, alternating run by run; prints one JSON line."""
-    impls = args.impls.split(",")
-    runners = {impl: make_runner(impl, args)[0] for impl in impls}
+def alternating_times(runners, modes, rounds):
+    """{mode: {impl: [seconds per round]}}: one warm-up each, then the implementations taking
+    turns run by run, so that a shared machine's changing load falls on all alike."""
     result = {}
-    for mode in args.modes.split(","):
-        times = {impl: [] for impl in impls}
-        for impl in impls:
-            runners[impl](mode)                         # warm-up
-        for _ in range(args.rounds):
-            for impl in impls:
+    for mode in modes:
+        times = {impl: [] for impl in runners}
+        for run in runners.values():
+            run(mode)                                   # warm-up
+        for _ in range(rounds):
+            for impl, run in runners.items():
                 t0 = time.perf_counter()
-                out = runners[impl](mode)
+                out = run(mode)
                 times[impl].append(time.perf_counter() - t0)
                 del out
         result[mode] = times
-    print(json.dumps(result))
+    return result
+
+
+def time_worker(args):
+    """All implementations in one process, alternating run by run; prints one JSON line."""
+    runners = {impl: make_runner(impl, args)[0] for impl in args.impls.split(",")}
+    print(json.dumps(alternating_times(runners, args.modes.split(","), args.rounds)))
 
 
 def memory_worker(impl, mode, args):
