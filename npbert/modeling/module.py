@@ -272,7 +272,8 @@ class Module:
 
 def _adopt(state, prefix, child):
     """Move module `child` (and every module under it) from its own state into `state` with its
-    parameter names under `prefix`: the names re-prefixed, the modules pointed at `state`."""
+    parameter names under `prefix`: the names re-prefixed, the modules pointed at `state`.  A
+    module taken from another model is moved, not shared (torch would share it between the two)."""
     old_state, old_prefix = child.state, child.prefix
     modules = list(child.modules()) if isinstance(child, Module) else [child] + [m for c in child for m in c.modules()]
 
