@@ -145,3 +145,27 @@ def test_the_command_line_has_the_flag():
     add_training_arguments(parser)
     assert training_arguments(parser.parse_args(["--gradient_checkpointing"]), "o").gradient_checkpointing is True
     assert training_arguments(parser.parse_args([]), "o").gradient_checkpointing is False
+
+
+@pytest.mark.parametrize("path", ["fast", "reference"])
+def test_the_gradients_equal_transformers_with_its_own_checkpointing(path):
+    """transformers' model.gradient_checkpointing_enable() (torch's recomputation) and npbert's, in
+    training mode, on the same weights, float64; dropout 0 (torch's masks are not npbert's).  Both
+    are their plain backward recomputed, so within headhelpers' REL_TOL (1e-9 of each gradient's
+    largest entry; measured ~1e-15); the key bias, analytically zero, by its layer's scale."""
+    torch = pytest.importorskip("torch")
+    from heads.headhelpers import REL_TOL, analytically_zero, assert_grads_close, make_models, torch_grads
+    with npbert.using_path(path):
+        ours, theirs = make_models("BertForSequenceClassification", hidden_dropout_prob=0.0,
+                                   attention_probs_dropout_prob=0.0)
+    ours.train().gradient_checkpointing_enable()
+    theirs.train().gradient_checkpointing_enable()
+    assert theirs.is_gradient_checkpointing and ours.is_gradient_checkpointing
+    batch = batch_for("BertForSequenceClassification")
+    batch["input_ids"] = batch["input_ids"] % ours.config.vocab_size                # the helpers' vocabulary
+    out = theirs(**{k: torch.as_tensor(v) for k, v in batch.items()})
+    out.loss.backward()
+    ours(**batch)
+    got = ours.backward()
+    want = torch_grads(theirs)
+    assert_grads_close(got, want, zero=analytically_zero(want, "BertForSequenceClassification"), tol=REL_TOL)
