@@ -165,7 +165,8 @@ def build_data(args, out_path, load_model, tokenize):
                                            "= logits of BertForSequenceClassification")}
 
     # Backward, in float64, stage by stage: the loss of the text explain's gradient check, or the head's.
-    with _head_weights_expected(args):
+    with _head_weights_expected(args), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Some weights of")   # said once, by the first load
         model64 = _model64(model, model_dir, args)
     p64 = model64.state_dict()
     _, caches64 = run_forward(p64, c, ids, types)
