@@ -220,6 +220,9 @@ def read_config_dict(path):
             d = json.load(f)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not a valid JSON config ({e})") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not a JSON config: byte {e.start} is not UTF-8 (0x{e.object[e.start]:02x}); "
+                         f"a config.json is UTF-8 text, as transformers writes it") from None
     if not isinstance(d, dict):
         raise ValueError(f"{path}: a config must be a JSON object, got {type(d).__name__}")
     return d

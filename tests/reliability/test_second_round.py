@@ -321,3 +321,22 @@ def test_transformers_loads_a_folder_with_the_manifest(tmp_path):
     for k, v in model.state_dict().items():
         assert np.array_equal(theirs.state_dict()[k].numpy(), v), k
     assert isinstance(theirs.state_dict()[k], torch.Tensor)
+
+
+# ---- 14: a config.json that is not UTF-8 names the file --------------------------------------------
+def test_a_config_that_is_not_utf8_names_the_file(ckpts, tmp_path, capsys):
+    import shutil
+    bad = tmp_path / "bad"
+    shutil.copytree(ckpts["clf"], bad)
+    (bad / "config.json").write_bytes(b"\xff\xfe{\"a\": 1}")
+    with pytest.raises(ValueError, match=r"config\.json: not a JSON config: byte 0 is not UTF-8 \(0xff\)"):
+        npbert.BertConfig.from_pretrained(str(bad))
+    with pytest.raises(ValueError, match="config.json: not a JSON config"):
+        npbert.BertForSequenceClassification.from_pretrained(str(bad))
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"text": "fine"}\n', encoding="utf-8")
+    status, _, err = run(capsys, "predict", "--model", str(bad), "--input", str(data), "--output",
+                         str(tmp_path / "out.jsonl"))
+    assert status != 0
+    line = one_error_line(err)
+    assert "config.json" in line and "UTF-8" in line and "codec" not in line
