@@ -32,21 +32,11 @@ import statistics
 import subprocess
 import sys
 
+# (this folder, the script's own directory, is on sys.path; bench_model imports only the standard library)
+from bench_model import _reset_peak, _rss_kib, alternating_times
+
 MODES = ("forward", "fwd_bwd")
 IMPLS = ("tiled", "fast", "sdpa", "gemm-floor")
-
-
-def _rss_kib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(field)
-
-
-def _reset_peak():
-    with open("/proc/self/clear_refs", "w") as f:   # "5" resets VmHWM to the current RSS
-        f.write("5")
 
 
 def make_runner(impl, T, args):
@@ -127,7 +117,6 @@ def _gemm_floor_runner(q, k, v, dcontext, block):
 
 def time_worker(T, args):
     """The implementations in one process, alternating run by run; prints one JSON line."""
-    from bench_model import alternating_times           # (this folder: the script's own directory on sys.path)
     runners = {impl: make_runner(impl, T, args) for impl in args.impls.split(",")}
     print(json.dumps(alternating_times(runners, args.modes.split(","), args.rounds)))
 
