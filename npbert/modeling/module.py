@@ -275,7 +275,7 @@ def _adopt(state, prefix, child):
     parameter names under `prefix`: the names re-prefixed, the modules pointed at `state`.  A
     module taken from another model is moved, not shared (torch would share it between the two)."""
     old_state, old_prefix = child.state, child.prefix
-    modules = list(child.modules()) if isinstance(child, Module) else [child] + [m for c in child for m in c.modules()]
+    modules = list(child.modules())                           # (a ModuleList: itself, then its modules)
 
     def moved(name):
         if not name.startswith(old_prefix):
