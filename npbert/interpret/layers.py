@@ -4,7 +4,7 @@ do with forward hooks, done with the model's own forward and backward.
     layer name (a head's; BertModel's without "bert.")   its output            how the model runs from it
     "bert.embeddings.word_embeddings"                    inputs_embeds (B,T,H)  model(inputs_embeds=...)
     "bert.embeddings"                                    embedding_output       the embeddings' output replaced
-                                                         (after LayerNorm and   (model.state.replaced_outputs),
+                                                         (after LayerNorm and   (model.state.call.replaced_outputs),
                                                          dropout) (B, T, H)     as captum's forward hook does
     "bert.encoder.layer.i"                               hidden state i+1       read only (layer_conductance)
 
@@ -125,14 +125,16 @@ def tiled(inputs, S):
 
 @contextlib.contextmanager
 def inspecting(model):
-    """Eval mode and no parameter gradient for the block; the model's mode and its frozen set
-    (model.freeze) restored afterwards."""
+    """Eval mode and no parameter gradient for the block, and the attention's probabilities kept
+    (never in tiles: npbert/modeling/call.py); the model's mode and its frozen set (model.freeze)
+    restored afterwards."""
     was_training = model.training
     frozen = [n for n, _ in model.named_parameters() if not model.is_trainable(n)]
     model.eval()
     model.freeze()
     try:
-        yield model
+        with model.state.call.setting(attention_probs_read=True):
+            yield model
     finally:
         model.unfreeze()
         if frozen:
@@ -174,12 +176,9 @@ def run_from(model, inputs, layer, values, target, B, with_grad=True, read_layer
     flags = {"output_hidden_states": True} if read_layer is not None else {}
     replace = layer.kind == "embeddings"
     with inspecting(model), (contextlib.nullcontext() if with_grad else no_grad()):
-        if replace:
-            model.state.replaced_outputs[base.prefix + "embeddings"] = values
-        try:
+        replaced = {base.prefix + "embeddings": values} if replace else {}
+        with model.state.call.setting(replaced_outputs=replaced):
             out = model(**kwargs, **flags)
-        finally:
-            model.state.replaced_outputs.pop(base.prefix + "embeddings", None)
         check_output_shapes(target, out, B)
         F = target.values(out, B)                                                    # (R,)
         if not with_grad:
@@ -188,15 +187,11 @@ def run_from(model, inputs, layer, values, target, B, with_grad=True, read_layer
         if row_weights is not None:                  # row r's upstream times its weight
             upstream = {name: u * np.asarray(row_weights, u.dtype).reshape((-1,) + (1,) * (u.ndim - 1))
                         for name, u in upstream.items()}
-        need = model.state.need_inputs_embeds_grad
-        model.state.need_inputs_embeds_grad = True
-        try:
+        with model.state.call.setting(need_inputs_embeds_grad=True):
             if read_layer is None:
                 model.backward(**upstream)
             else:
                 _, igrads = model.backward(**upstream, return_intermediate_grads=True)
-        finally:
-            model.state.need_inputs_embeds_grad = need
     dvalues = model.inputs_embeds_grad          # with the embeddings' output replaced: that output's gradient
                                                 # (an AffineRows': each example's sum, (B, T, H))
     read = None

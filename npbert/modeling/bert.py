@@ -75,16 +75,16 @@ class BertModel(BertPreTrainedModel):
         output.hidden_states (L+1 arrays (B, T, H)) and output.attentions (L arrays (B, N, T, T))."""
         ids, types, positions, inputs_embeds, mask, head_mask = self._prepare_inputs(
             input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds)
-        replaced = self.state.replaced_outputs.get(self.prefix + "embeddings")
+        replaced = self.state.call.replaced_outputs.get(self.prefix + "embeddings")
         if replaced is None:
             embedding_output, embeddings_cache = self.embeddings.forward(ids, types, positions, inputs_embeds)
         else:                               # run from a given embeddings output (npbert.interpret)
             embedding_output, embeddings_cache = self._check_replaced_embeddings(replaced, types.shape), None
-        records = [{} for _ in self.encoder.layer] if self.state.keep_intermediates else None
+        records = [{} for _ in self.encoder.layer] if self.state.call.keep_intermediates else None
         sequence_output, hidden_states, attentions, encoder_cache = self.encoder.forward(
             embedding_output, mask, head_mask, output_hidden_states, output_attentions, records=records)  # (B, T, H)
         if records is not None:             # model(..., output_intermediates=True): pretrained.py
-            self.state.intermediates = Intermediates.from_records(embedding_output, records)
+            self.state.call.intermediates = Intermediates.from_records(embedding_output, records)
         pooled_output, pooler_cache = None, None
         if self.pooler is not None:
             pooled_output, pooler_cache = self.pooler.forward(sequence_output)     # (B, H)
@@ -115,7 +115,7 @@ class BertModel(BertPreTrainedModel):
         """Upstream gradients by output name -> (grads, d inputs_embeds (B, T, H)).
         With model.backward(..., return_intermediate_grads=True) (pretrained.py) it also leaves the
         gradients of the hidden states, attention probabilities and head-mask values in
-        self.state.intermediate_grads."""
+        self.state.call.intermediate_grads."""
         B, T, H = cache["shape"]
         L, N = self.config.num_hidden_layers, self.config.num_attention_heads
         dtype = self.state.dtype
@@ -133,7 +133,7 @@ class BertModel(BertPreTrainedModel):
         dattn = _upstream_list("attentions", attentions, L, (B, N, T, T), dtype)
         # With frozen parameters (model.freeze) the backward ends at the lowest layer that has a
         # trainable parameter: nothing below it needs a gradient (unless the intermediates' do).
-        records = [{} for _ in self.encoder.layer] if self.state.keep_intermediate_grads else None
+        records = [{} for _ in self.encoder.layer] if self.state.call.keep_intermediate_grads else None
         stop = 0 if records is not None else self._lowest_layer_needing_grad()
         if stop == L and (self.pooler is None or not self.pooler.trainable("dense.weight")
                           and not self.pooler.trainable("dense.bias")):
@@ -151,7 +151,7 @@ class BertModel(BertPreTrainedModel):
                                                      records=records)
         grads.update(g)
         if records is not None:
-            self.state.intermediate_grads = IntermediateGrads.from_records(dembedding_output, records)
+            self.state.call.intermediate_grads = IntermediateGrads.from_records(dembedding_output, records)
         if dembedding_output is None:                    # everything below is frozen
             return grads, None
         if cache["embeddings"] is None:                  # the embeddings' output was replaced (npbert.interpret):
@@ -174,7 +174,7 @@ class BertModel(BertPreTrainedModel):
         """0 when the embeddings (or model.inputs_embeds_grad) need a gradient, else the lowest
         encoder layer holding a trainable parameter (L when none does)."""
         frozen = self.state.frozen
-        if not frozen or self.state.need_inputs_embeds_grad:
+        if not frozen or self.state.call.need_inputs_embeds_grad:
             return 0
         trainable = [n for n in self.state.params if n.startswith(self.prefix) and n not in frozen]
         if any(n.startswith(self.prefix + "embeddings.") for n in trainable):

@@ -21,6 +21,9 @@ from .feed_forward import BertIntermediate, BertOutput
 from .module import Module, ModuleList
 
 
+TILES_FROM = 2048   # tokens: the fast path's attention in tiles from this length on (docs/long_sequences.md)
+
+
 class BertLayer(Module):
     """attention_output = BertAttention(x); out = BertOutput(BertIntermediate(attention_output), attention_output)"""
 
@@ -59,19 +62,19 @@ class LayerRecompute:
     def __init__(self, layer, args, kwargs):
         state = layer.state
         self.layer, self.args, self.kwargs = layer, args, kwargs
-        self.step_seed, self.batch_offset = state.step_seed, state.batch_offset     # its dropout masks' keys
+        self.step_seed, self.batch_offset = state.step_seed, state.call.batch_offset     # its dropout masks' keys
 
     def cache(self):
         """The layer's cache, from its forward run again with the same inputs and dropout keys."""
         state = self.layer.state
-        saved = state.step_seed, state.batch_offset
+        saved = state.step_seed, state.call.batch_offset
         if saved != (self.step_seed, self.batch_offset):       # (only when changed since: the halves' threads)
-            state.step_seed, state.batch_offset = self.step_seed, self.batch_offset
+            state.step_seed, state.call.batch_offset = self.step_seed, self.batch_offset
         try:
             return self.layer.forward(*self.args, **self.kwargs)[2]
         finally:
-            if saved != (state.step_seed, state.batch_offset):
-                state.step_seed, state.batch_offset = saved
+            if saved != (state.step_seed, state.call.batch_offset):
+                state.step_seed, state.call.batch_offset = saved
 
 
 class BertEncoder(Module):
@@ -80,6 +83,7 @@ class BertEncoder(Module):
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
         self.gradient_checkpointing = False       # transformers' flag: model.gradient_checkpointing_enable()
+        self.attention_tiles_from = TILES_FROM    # the fast path: attention in tiles from this many tokens on
         self.layer = ModuleList(state, prefix + "layer.", [state.module_class(BertLayer)(state, f"{prefix}layer.{i}.")
                                                            for i in range(self.config.num_hidden_layers)])
 
@@ -107,7 +111,7 @@ class BertEncoder(Module):
     def _checkpointing(self, records):
         """True when this forward keeps each layer's call instead of its activations: checkpointing on,
         in training, with a backward to come, and no intermediates asked for."""
-        return (self.gradient_checkpointing and self.training and self.state.keep_caches and records is None)
+        return (self.gradient_checkpointing and self.training and self.state.call.keep_caches and records is None)
 
     def backward(self, dout, caches, dhidden_states=None, dattentions=None, stop=0, records=None):
         """dout: (B, T, H) gradient of the last hidden state (zeros if it had none); dhidden_states: L+1
@@ -128,7 +132,7 @@ class BertEncoder(Module):
             if record is not None:
                 record["layer_output"] = dx           # (B, T, H); the layers' backward does not change it
             cache = caches[i].cache() if isinstance(caches[i], LayerRecompute) else caches[i]
-            if self.state.release_caches:
+            if self.state.call.release_caches:
                 caches[i] = None                      # (freed with this layer; kept for retain_graph)
             dx, g = self.layer[i].backward(dx, cache, dprobs, record)
             del cache

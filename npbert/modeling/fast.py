@@ -14,6 +14,7 @@ The attention block's twins are in npbert/modeling/fast_attention.py:
                             memory of its upstream gradient
     FastBertLayer           under npbert.no_grad() each sublayer's cache dropped at once
     FastBertEncoder         a batch of B >= 2 rows as two halves, side by side on two threads;
+                            attention in tiles from attention_tiles_from tokens on (_tiles);
                             the last layer on the [CLS] row alone when the head reads only
                             the pooled output (eval mode: _last_rows); the first layer's Q, K, V
                             from the two ends of the lines when the input is an AffineRows
@@ -23,9 +24,11 @@ The attention block's twins are in npbert/modeling/fast_attention.py:
                             frees saved tensors node by node), so a training step's peak is low
 
 A model built on the fast path is made of the twins (`state.module_class(BertSelfAttention)`,
-npbert/modeling/module.py); model.set_path switches it.  The twins take one more argument, `first_row`: the
-global index of the first row they compute, which their dropout masks are keyed by
-(npbert/ops/dropout.py); a half of the batch passes its own.  Measured speed: docs/performance.md.
+npbert/modeling/module.py); model.set_path switches it.  A twin takes its reference class's
+arguments, and one more, keyword-only: `extra=FastArgs(...)` (npbert/modeling/call.py), what the
+fast encoder asks of a layer beyond them: the global index of the first row it computes, which
+its dropout masks are keyed by (npbert/ops/dropout.py; a half of the batch passes its own), the
+rows to compute, attention in tiles.  Measured speed: docs/performance.md.
 """
 import numpy as np
 
@@ -34,6 +37,7 @@ from npbert.fast.parallel import parallel_for, side_by_side
 from npbert.ops.affine_rows import AffineRows
 
 from .attention import BertAttention, BertSelfAttention, BertSelfOutput
+from .call import NO_EXTRA, FastArgs
 from .encoder import BertEncoder, BertLayer, LayerRecompute
 from .fast_attention import FastBertAttention, FastBertSelfAttention, FastBertSelfOutput, _release
 from .feed_forward import BertIntermediate, BertOutput
@@ -50,7 +54,7 @@ class FastBertIntermediate(BertIntermediate):
         act_forward, _ = fast.get_activation(self.config.hidden_act)
         cache = {}
         h, cache["dense"] = fast.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))   # (B, T, I)
-        if self.config.hidden_act in ("gelu", "gelu_python") and h.dtype == np.float32 and self.state.keep_caches:
+        if self.config.hidden_act in ("gelu", "gelu_python") and h.dtype == np.float32 and self.state.call.keep_caches:
             out, cache["dact"] = fast.gelu_forward_with_grad(h, overwrite_x=True)   # (B, T, I) each: d out / d h
                                                                                  # made now; out in h's memory
         else:
@@ -78,19 +82,17 @@ class FastBertLayer(BertLayer):
     """BertLayer's numbers; under npbert.no_grad() each sublayer's cache is dropped at once, and
     the backward works in place where it owns its arrays."""
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None, rows=None,
-                all_queries=False, lines=None):
-        """rows = (a, b): only rows [a, b) of the output are computed, (B, b - a, H) (the encoder's
-        last layer when the head reads only the [CLS] row); all_queries: FastBertAttention's;
-        lines: the AffineRows hidden_states are (the first layer: FastBertSelfAttention)."""
-        keep = self.state.keep_caches          # False under npbert.no_grad(): free each cache at once
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, record=None, *, extra=NO_EXTRA):
+        """extra (npbert/modeling/call.py: FastArgs): extra.rows = (a, b): only rows [a, b) of the
+        output are computed, (B, b - a, H) (the encoder's last layer when the head reads only the
+        [CLS] row); the rest: FastBertAttention's and FastBertSelfAttention's."""
+        keep = self.state.call.keep_caches          # False under npbert.no_grad(): free each cache at once
         attention_output, probs, attention_cache = self.attention.forward(hidden_states, attention_mask, head_mask,
-                                                                          first_row, record, rows, all_queries,
-                                                                          lines)
+                                                                          record, extra=extra)
         attention_cache = attention_cache if keep else None
         intermediate_output, intermediate_cache = self.intermediate.forward(attention_output)   # (B, T, I)
         intermediate_cache = intermediate_cache if keep else None
-        layer_output, output_cache = self.output.forward(intermediate_output, attention_output, first_row)
+        layer_output, output_cache = self.output.forward(intermediate_output, attention_output, extra=extra)
         if record is not None:
             record.update(attention_output=attention_output, intermediate_output=intermediate_output,
                           layer_output=layer_output)
@@ -122,13 +124,14 @@ class FastBertEncoder(BertEncoder):
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None,
                 output_hidden_states=False, output_attentions=False, records=None):
-        B = hidden_states.shape[0]
+        B, T, _ = hidden_states.shape
         last = self._last_rows(output_hidden_states, output_attentions, records)
+        tiles = self._tiles(T, output_attentions, records)
         if B < 2:
             return self._forward_layers(hidden_states, attention_mask, head_mask, output_hidden_states,
-                                        output_attentions, first_row=None, records=records, last=last)
+                                        output_attentions, first_row=None, records=records, last=last, tiles=tiles)
         bounds = ((0, B // 2), (B // 2, B))
-        offset = self.state.batch_offset
+        offset = self.state.call.batch_offset
         half_records = _half_records(records, len(bounds))
         lines = self._input_lines(hidden_states, output_hidden_states, records, last)
 
@@ -137,7 +140,7 @@ class FastBertEncoder(BertEncoder):
             return self._forward_layers(hidden_states[a:b], _rows(attention_mask, a, b), head_mask,
                                         output_hidden_states, output_attentions, first_row=offset + a,
                                         records=half_records[k], last=last,
-                                        lines=None if lines is None else lines.rows(a, b))
+                                        lines=None if lines is None else lines.rows(a, b), tiles=tiles)
         halves = side_by_side([lambda k=k: half(k) for k in range(len(bounds))])
         _merge_records(records, half_records)
         last = np.concatenate([h[0] for h in halves])                       # (B, T, H)
@@ -156,46 +159,53 @@ class FastBertEncoder(BertEncoder):
         lines' two ends: the replacement's rows are hidden_states, and no one reads the gradient
         of a single row (no hidden states, no records: the backward returns each example's sum).
         Else None."""
-        lines = self.state.replaced_outputs.get(self.prefix[:-len("encoder.")] + "embeddings")
+        lines = self.state.call.replaced_outputs.get(self.prefix[:-len("encoder.")] + "embeddings")
         if (not isinstance(lines, AffineRows) or lines.shape != hidden_states.shape or output_hidden_states
                 or records is not None or (last is not None and len(self.layer) == 1)):
             return None
         return lines
 
+    def _tiles(self, T, output_attentions, records):
+        """True when every layer runs its attention in tiles (npbert/fast/tiled_attention.py): at
+        least `attention_tiles_from` tokens (BertEncoder), and nobody reads the probabilities or
+        their gradients (output_attentions, intermediates, npbert.interpret)."""
+        return (self.attention_tiles_from is not None and T >= self.attention_tiles_from and not output_attentions
+                and records is None and not self.state.call.attention_probs_read)
+
     def _last_rows(self, output_hidden_states, output_attentions, records):
-        """{"rows": (a, b), "all_queries": ...} when the head reads only rows [a, b) of the last
-        hidden state (state.read_rows), nothing else reads the others' hidden states, and no
+        """{"rows": (a, b), "all_queries": ...} (FastArgs' fields) when the head reads only rows [a, b) of the last
+        hidden state (state.call.read_rows), nothing else reads the others' hidden states, and no
         dropout runs: the last layer then computes those rows only (K and V of every row, the
         rest of the layer for those rows; with output_attentions, the attention of every query
         row and the rest for those rows).  Else None."""
-        rows = self.state.read_rows
+        rows = self.state.call.read_rows
         if rows is None or output_hidden_states or records is not None or self.training:
             return None
         return {"rows": rows, "all_queries": bool(output_attentions)}
 
     def _forward_layers(self, hidden_states, attention_mask, head_mask, output_hidden_states, output_attentions,
-                        first_row, records=None, last=None, lines=None):
+                        first_row, records=None, last=None, lines=None, tiles=False):
         """BertEncoder.forward's loop on the rows given, their first row's global index `first_row`.
         last = {"rows": (a, b), "all_queries": ...} (_last_rows): the last layer's extra arguments;
         it computes only rows [a, b) of its output, and the other rows of the returned last hidden
         state are NaN (nothing reads them).  lines: the AffineRows these rows are (_input_lines), the
-        first layer's."""
+        first layer's.  tiles: every layer's attention in tiles (_tiles)."""
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         caches = []
         L = len(self.layer)
         for i, layer in enumerate(self.layer):
-            extra = last if last is not None and i == L - 1 else {}
-            if lines is not None and i == 0:
-                extra = {"lines": lines}                # (never with `last`: _input_lines)
+            rows = last if last is not None and i == L - 1 else {}
+            extra = FastArgs(first_row=first_row, lines=lines if i == 0 else None, tiles=tiles and not rows,
+                             **rows)                    # (never lines with `last`: _input_lines)
             B, T, H = hidden_states.shape
-            args = (hidden_states, attention_mask, None if head_mask is None else head_mask[i], first_row,
+            args = (hidden_states, attention_mask, None if head_mask is None else head_mask[i],
                     None if records is None else records[i])
-            hidden_states, probs, c = layer.forward(*args, **extra)
+            hidden_states, probs, c = layer.forward(*args, extra=extra)
             if self._checkpointing(records):          # keep the call, not the activations (encoder.py)
-                c = LayerRecompute(layer, args, extra)
-            if "rows" in extra:
-                a, b = extra["rows"]
+                c = LayerRecompute(layer, args, {"extra": extra})
+            if extra.rows is not None:
+                a, b = extra.rows
                 full = np.full((B, T, H), np.nan, dtype=hidden_states.dtype)                     # (B, T, H)
                 full[:, a:b] = hidden_states
                 hidden_states = full
@@ -203,7 +213,7 @@ class FastBertEncoder(BertEncoder):
                 all_hidden_states.append(hidden_states)
             if output_attentions:
                 all_attentions.append(probs)
-            caches.append(c if self.state.keep_caches else None)   # under no_grad: freed right away
+            caches.append(c if self.state.call.keep_caches else None)   # under no_grad: freed right away
             del c, probs               # not held while the next layer runs
         if output_hidden_states:
             all_hidden_states = tuple(all_hidden_states)

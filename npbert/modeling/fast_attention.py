@@ -6,12 +6,16 @@ npbert/modeling/fast.py lists every twin.
 
     B = batch, T = tokens, R = rows computed, H = hidden size, N = heads, D = H / N
 """
+import dataclasses
+
 import numpy as np
 
 import npbert.fast as fast
+from npbert.fast.tiled_attention import tiled_attention_backward, tiled_attention_forward
 from npbert.ops.linear import linear_input_grad, linear_param_grads
 
 from .attention import BertAttention, BertSelfAttention, BertSelfOutput
+from .call import NO_EXTRA
 
 
 def share_qkv_memory(state):
@@ -54,13 +58,15 @@ def _stacked(arrays):
 def _release(module, cache):
     """During a backward that frees activations as it goes (not retain_graph), empty the cache
     dict so its arrays are freed now, not when the whole layer is done."""
-    if module.state.release_caches:
+    if module.state.call.release_caches:
         cache.clear()
 
 
 class FastBertSelfAttention(BertSelfAttention):
     """BertSelfAttention.forward's numbers: Q, K, V = x [Wq; Wk; Wv]^T + [bq, bk, bv] in one GEMM,
-    then npbert/fast/attention.py (softmax(Q K^T / sqrt(D) + mask), dropout, head mask, times V)."""
+    then npbert/fast/attention.py (softmax(Q K^T / sqrt(D) + mask), dropout, head mask, times V),
+    or with extra.tiles npbert/fast/tiled_attention.py (the same formula in tiles, no (B, N, F, T)
+    array: the returned probs are None)."""
 
     def stacked_qkv(self):
         """[Wq; Wk; Wv] (3H, H) and [bq, bk, bv] (3H,): the three projections as one nn.Linear
@@ -69,13 +75,17 @@ class FastBertSelfAttention(BertSelfAttention):
         return (_stacked([self.p(f"{n}.weight") for n in names]),
                 _stacked([self.p(f"{n}.bias") for n in names]))
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None, rows=None,
-                lines=None):
-        """lines: an AffineRows whose rows hidden_states are (the first layer under integrated
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, record=None, *, extra=NO_EXTRA):
+        """extra (npbert/modeling/call.py: FastArgs): first_row, the global index of the first row;
+        rows, compute query rows [a, b) only; tiles, attention in tiles (not with a record);
+        lines, an AffineRows whose rows hidden_states are (the first layer under integrated
         gradients, npbert/ops/affine_rows.py): Q, K, V then come from its two ends, and the
         backward returns the input gradient summed over each example's rows, (examples, T, H)."""
-        if rows is not None:
-            return self._forward_rows(hidden_states, attention_mask, head_mask, first_row, rows)
+        first_row, lines = extra.first_row, extra.lines
+        if extra.rows is not None:
+            return self._forward_rows(hidden_states, attention_mask, head_mask, first_row, extra.rows)
+        if extra.tiles and record is not None:
+            raise ValueError("attention in tiles keeps no probabilities: it cannot fill a record")
         H = self.config.hidden_size
         qkv_weight, qkv_bias = self.stacked_qkv()                                 # (3H, H), (3H,)
         if lines is None:
@@ -86,15 +96,17 @@ class FastBertSelfAttention(BertSelfAttention):
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)   # (B, N, T, D) each
         B, N, T, D = q.shape
         context = np.empty((B, T, N * D), dtype=q.dtype)                          # (B, F, H)
-        _, attention_cache = fast.attention_forward(
+        attention = tiled_attention_forward if extra.tiles else fast.attention_forward
+        _, attention_cache = attention(
             q, k, v, attention_mask, head_mask, self.config.attention_probs_dropout_prob,
             self.dropout_rng(first_row), self.training, scale=self.scaling,
-            out=self.split_heads(context), record=record)                         # written as (B, N, F, D)
+            out=self.split_heads(context), **({} if extra.tiles else {"record": record}))   # written as (B, N, F, D)
         # the backward rebuilds the stacked weight; the record's scores come from attention_forward
-        cache = {"x": hidden_states, "attention": attention_cache, "lines": lines}
+        cache = {"x": hidden_states, "attention": attention_cache, "lines": lines, "tiles": extra.tiles}
+        probs = None if extra.tiles else attention_cache["probs"]                 # (B, N, F, T)
         if record is not None:
-            record.update(query=q, key=k, value=v, attentions=attention_cache["probs"], context_layer=context)
-        return context, attention_cache["probs"], cache
+            record.update(query=q, key=k, value=v, attentions=probs, context_layer=context)
+        return context, probs, cache
 
     def _forward_rows(self, hidden_states, attention_mask, head_mask, first_row, rows):
         """The context of query rows [a, b) only (B, b - a, H): K and V of every row, Q of those rows."""
@@ -123,9 +135,17 @@ class FastBertSelfAttention(BertSelfAttention):
         B, T, H = dcontext.shape
         dqkv = np.empty((B, T, 3 * H), dtype=dcontext.dtype)                      # [dQ, dK, dV] side by side
         dq, dk, dv = dqkv[..., :H], dqkv[..., H:2 * H], dqkv[..., 2 * H:]        # (B, T, H) views
-        fast.attention_backward(self.split_heads(dcontext), cache["attention"], dprobs,
-                             out=(self.split_heads(dq), self.split_heads(dk), self.split_heads(dv)),
-                             free=self.state.release_caches, record=record)
+        out = (self.split_heads(dq), self.split_heads(dk), self.split_heads(dv))
+        if cache["tiles"]:
+            if dprobs is not None or record is not None:
+                raise ValueError("this forward ran its attention in tiles (sequences of at least "
+                                 "model.bert.encoder.attention_tiles_from tokens), which keeps no probabilities: their "
+                                 "gradients cannot be asked for.  Run the forward with output_attentions=True, or with "
+                                 "model.state.call.attention_probs_read = True (docs/long_sequences.md)")
+            tiled_attention_backward(self.split_heads(dcontext), cache["attention"], out=out)
+        else:
+            fast.attention_backward(self.split_heads(dcontext), cache["attention"], dprobs, out=out,
+                                    free=self.state.call.release_caches, record=record)
         _release(self, cache)
         # [dWq; dWk; dWv] = [dQ, dK, dV]^T x          dx = [dQ, dK, dV] [Wq; Wk; Wv] = dQ Wq + dK Wk + dV Wv
         names = ("query", "key", "value")
@@ -157,7 +177,7 @@ class FastBertSelfAttention(BertSelfAttention):
         fast.attention_backward(self.split_heads(dcontext), cache["attention"], dprobs,
                              out=(self.split_heads(dq), self.split_heads(dkv[..., :H]),
                                   self.split_heads(dkv[..., H:])),
-                             free=self.state.release_caches, record=record)
+                             free=self.state.call.release_caches, record=record)
         if record is not None and "attentions" in record:           # the other query rows' gradient is 0
             full = np.zeros(record["attentions"].shape[:2] + (T, T), dtype=dcontext.dtype)
             full[:, :, a:b] = record["attentions"]
@@ -186,11 +206,12 @@ class FastBertSelfAttention(BertSelfAttention):
 class FastBertSelfOutput(BertSelfOutput):
     """BertSelfOutput's numbers: LayerNorm(dropout(dense(hidden_states)) + input_tensor)."""
 
-    def forward(self, hidden_states, input_tensor, first_row=None):
+    def forward(self, hidden_states, input_tensor, *, extra=NO_EXTRA):
+        """extra.first_row: the global index of the first row (npbert/modeling/call.py: FastArgs)."""
         cache = {}
         h, cache["dense"] = fast.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))
-        h, cache["dropout"] = fast.dropout_forward(h, self.config.hidden_dropout_prob, self.dropout_rng(first_row),
-                                                self.training)
+        h, cache["dropout"] = fast.dropout_forward(h, self.config.hidden_dropout_prob,
+                                                   self.dropout_rng(extra.first_row), self.training)
         h += input_tensor                       # in place: neither the dense nor the dropout cache holds h
         h, cache["ln"] = fast.layer_norm_forward(h, self.p("LayerNorm.weight"), self.p("LayerNorm.bias"),
                                               self.config.layer_norm_eps, overwrite_x=True)   # xhat in h
@@ -212,23 +233,23 @@ class FastBertSelfOutput(BertSelfOutput):
 
 
 class FastBertAttention(BertAttention):
-    """BertAttention, passing `first_row` on to its two children; with `rows` = (a, b), the
+    """BertAttention, passing `extra` on to its two children; with extra.rows = (a, b), the
     output of rows [a, b) only, (B, b - a, H): the self-attention's queries of those rows alone,
-    or (all_queries=True: someone reads every row's attention probabilities) every row's
+    or (extra.all_queries: someone reads every row's attention probabilities) every row's
     attention and the output dense of rows [a, b)."""
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, first_row=None, record=None, rows=None,
-                all_queries=False, lines=None):
-        query_rows = None if all_queries else rows
-        context, probs, self_cache = self.self.forward(hidden_states, attention_mask, head_mask, first_row, record,
-                                                       query_rows, lines)
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, record=None, *, extra=NO_EXTRA):
+        rows = extra.rows
+        self_extra = dataclasses.replace(extra, rows=None) if extra.all_queries else extra
+        context, probs, self_cache = self.self.forward(hidden_states, attention_mask, head_mask, record,
+                                                       extra=self_extra)
         residual = hidden_states
         if rows is not None:
             residual = hidden_states[:, rows[0]:rows[1]]
-            if all_queries:
+            if extra.all_queries:
                 context = context[:, rows[0]:rows[1]]                             # (B, b - a, H)
                 self_cache["context_rows"] = rows
-        out, output_cache = self.output.forward(context, residual, first_row)
+        out, output_cache = self.output.forward(context, residual, extra=extra)
         return out, probs, (self_cache, output_cache)
 
     def backward(self, dout, cache, dprobs=None, record=None):

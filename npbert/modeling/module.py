@@ -30,8 +30,6 @@ relative to the module), `children()`, `named_children()`, `modules()`, `named_m
 parameters are the model's Parameter objects (npbert/modeling/parameter.py); the leaves holding
 them (Linear, Embedding, LayerNorm, ...) are in npbert/modeling/nn.py.
 """
-import contextlib
-
 import numpy as np
 
 import npbert.fast
@@ -40,6 +38,7 @@ from npbert.ops.dropout import DropoutKey
 from npbert.ops.linear import linear_input_grad, linear_param_grads
 from npbert.paths import get_path
 
+from .call import CallOptions
 from .parameter import ParameterDict
 
 
@@ -57,20 +56,19 @@ class ModelState:
         self.training = False
         self.rng = rng           # np.random.Generator: one draw per training forward, the step's seed
         self.step_seed = None    # that draw, for the forward running now (None in eval)
-        self.batch_offset = 0    # the global index of this batch's first row (model.batch_offset)
-        self.frozen = set()           # names of frozen parameters (model.freeze): no gradient computed
-        self.need_inputs_embeds_grad = False   # True: compute model.inputs_embeds_grad even when all below is frozen
+        self.frozen = set()      # names of frozen parameters (model.freeze, requires_grad=False): no gradient computed
         self.twins = {}          # reference class -> fast twin class (npbert/modeling/fast.py)
-        # The fast twins' bookkeeping (npbert/modeling/fast.py); the reference path ignores them.
-        self.release_caches = False   # set during a backward that may free each cache once used
-        self.keep_caches = True       # False in a forward under npbert.no_grad()
-        self.read_rows = None         # (a, b): the only rows of the last hidden state the head reads (fast path)
-        # Kept only on request (npbert/modeling/outputs.py: Intermediates, IntermediateGrads):
-        self.keep_intermediates = False        # during a forward called with output_intermediates=True
-        self.keep_intermediate_grads = False   # during a backward called with return_intermediate_grads=True
-        self.intermediates = None              # what that forward kept, until model(...) hands it over
-        self.intermediate_grads = None         # what that backward computed, until it returns them
-        self.replaced_outputs = {}             # module path -> the array its output is replaced by (interpret)
+        self.call = CallOptions()    # what the call running now asks besides the formulas (npbert/modeling/call.py)
+
+    @property
+    def need_inputs_embeds_grad(self):
+        """model.state.need_inputs_embeds_grad = True: compute model.inputs_embeds_grad even when every
+        parameter below is frozen (the field is the call options', npbert/modeling/call.py)."""
+        return self.call.need_inputs_embeds_grad
+
+    @need_inputs_embeds_grad.setter
+    def need_inputs_embeds_grad(self, value):
+        self.call.need_inputs_embeds_grad = bool(value)
 
     @classmethod
     def standalone(cls, dtype=np.float32):
@@ -87,17 +85,6 @@ class ModelState:
         generator, the seed every dropout mask of this forward is keyed by (npbert/ops/dropout.py).
         The generator's state is what a checkpoint saves, so a resumed run draws the same seeds."""
         self.step_seed = int(self.rng.bit_generator.random_raw()) if self.training else None
-
-    @contextlib.contextmanager
-    def rows_times(self, n):
-        """Within the block, batch_offset counts n rows per row of the caller's batch (a multiple
-        choice example is n flattened rows)."""
-        before = self.batch_offset
-        self.batch_offset = before * n
-        try:
-            yield
-        finally:
-            self.batch_offset = before
 
     def module_class(self, cls):
         """The class a module of `cls` is built as: `cls` itself on the reference path, its fast
@@ -262,7 +249,7 @@ class Module:
             return None
         if self.state.step_seed is None:
             self.state.new_step()
-        first = self.state.batch_offset if first_row is None else first_row
+        first = self.state.call.batch_offset if first_row is None else first_row
         return DropoutKey(self.state.step_seed, self.prefix + "dropout", first)
 
     @property

@@ -217,7 +217,7 @@ class Dropout(Module):
         if self.training and self.p:
             if self.state.step_seed is None:
                 self.state.new_step()
-            rng = DropoutKey(self.state.step_seed, self.prefix.rstrip("."), self.state.batch_offset)
+            rng = DropoutKey(self.state.step_seed, self.prefix.rstrip("."), self.state.call.batch_offset)
         return self.ops.dropout_forward(np.asarray(x), self.p, rng, self.training)
 
     def backward(self, dy, cache):

@@ -233,11 +233,8 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
         first_row = int(first_row)
         if first_row < 0:
             raise ValueError(f"batch_offset: the first row's global index must be >= 0, got {first_row}")
-        before, self.state.batch_offset = self.state.batch_offset, first_row
-        try:
+        with self.state.call.setting(batch_offset=first_row):
             yield self
-        finally:
-            self.state.batch_offset = before
 
     # ---- train / eval ---------------------------------------------------------------
     def train(self, mode=True):
@@ -270,16 +267,13 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
             return_dict = getattr(self.config, "return_dict", True)
         self._cache = None                  # free the last forward's activations before making new ones
         self._forward_id += 1
-        self.state.keep_caches = is_grad_enabled()
-        self.state.keep_intermediates = bool(output_intermediates)
+        keep = is_grad_enabled()
         self._warn_if_other_path()
         self.state.new_step()               # in training: this forward's dropout seed (modeling/module.py)
-        try:
+        call = self.state.call
+        with call.setting(keep_caches=keep, keep_intermediates=bool(output_intermediates), intermediates=None):
             output, cache = self.forward(**kwargs)
-        finally:
-            keep, self.state.keep_caches = self.state.keep_caches, True
-            intermediates, self.state.intermediates = self.state.intermediates, None
-            self.state.keep_intermediates = False
+            intermediates = call.intermediates
         self._cache = cache if keep else None
         self._forward_without_grad = not keep
         # a head of several loss terms keeps each term's mean in its cache (loss_terms.py)
@@ -386,14 +380,11 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
         if unknown and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
             raise TypeError(f"{type(self).__name__}.backward() got unexpected keyword(s) {unknown}: it takes the "
                             f"upstream gradient of an output by name, one of {accepted} (and retain_graph)")
-        self.state.release_caches = not retain_graph
-        self.state.keep_intermediate_grads = bool(return_intermediate_grads)
-        try:
+        call = self.state.call
+        with call.setting(release_caches=not retain_graph, keep_intermediate_grads=bool(return_intermediate_grads),
+                          intermediate_grads=None):
             grads, dembeds = self._backward(self._cache, **upstream)
-        finally:
-            self.state.release_caches = False
-            self.state.keep_intermediate_grads = False
-            intermediate_grads, self.state.intermediate_grads = self.state.intermediate_grads, None
+            intermediate_grads = call.intermediate_grads
         if not retain_graph:
             self._cache = None
         self.inputs_embeds_grad = dembeds

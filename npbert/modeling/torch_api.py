@@ -79,6 +79,11 @@ class TorchModuleAPI:
             else:
                 p.grad += g                         # accumulates until zero_grad(), as torch
 
+    @property
+    def base_model(self):
+        """transformers' base_model: the BertModel inside a head (`model.bert`); a BertModel itself."""
+        return getattr(self, self.base_model_prefix, self)
+
     # ---- input and output embeddings -------------------------------------------------------
     def get_input_embeddings(self):
         """The word embeddings module (V, H), `bert.embeddings.word_embeddings`: `.weight` is the

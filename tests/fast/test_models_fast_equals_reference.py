@@ -304,7 +304,8 @@ def test_the_cls_row_alone_after_every_query_row_s_attention(monkeypatch, dtype)
     original = FastBertAttention.forward
 
     def spy(self, *args, **kwargs):
-        seen.append((args[5:7], kwargs))                     # (rows, all_queries)
+        extra = kwargs["extra"]
+        seen.append(((extra.rows, extra.all_queries), kwargs))
         return original(self, *args, **kwargs)
     monkeypatch.setattr(FastBertAttention, "forward", spy)
     results = {}

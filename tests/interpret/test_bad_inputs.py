@@ -132,6 +132,6 @@ def test_the_model_is_left_as_it_was(classifier):
         assert classifier.training
         assert not classifier.is_trainable("bert.embeddings.LayerNorm.weight")
         assert classifier.is_trainable("classifier.weight")
-        assert classifier.state.replaced_outputs == {}
+        assert classifier.state.call.replaced_outputs == {}
     finally:
         classifier.unfreeze().eval()

@@ -123,12 +123,12 @@ def test_nothing_is_kept_when_not_asked(models, batch):
     """No intermediates on the output or the model's state, and backward returns the dict alone."""
     ours, _ = models
     out = ours(**batch)
-    assert not hasattr(out, "intermediates") and ours.state.intermediates is None
+    assert not hasattr(out, "intermediates") and ours.state.call.intermediates is None
     grads = ours.backward(last_hidden_state=np.ones(out.last_hidden_state.shape))
-    assert isinstance(grads, dict) and ours.state.intermediate_grads is None
+    assert isinstance(grads, dict) and ours.state.call.intermediate_grads is None
     out = ours(**batch, output_intermediates=True, return_dict=False)
     assert isinstance(out[-1], npbert.modeling.outputs.Intermediates)
-    assert ours.state.intermediates is None                      # handed over, not kept
+    assert ours.state.call.intermediates is None                      # handed over, not kept
 
 
 def test_intermediates_under_no_grad_and_on_a_head(models, batch):

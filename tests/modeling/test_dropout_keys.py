@@ -103,5 +103,5 @@ def test_batch_offset_is_checked_and_restored():
         with model.batch_offset(-1):
             pass
     with model.batch_offset(7) as m:
-        assert m is model and model.state.batch_offset == 7
-    assert model.state.batch_offset == 0
+        assert m is model and model.state.call.batch_offset == 7
+    assert model.state.call.batch_offset == 0

@@ -245,7 +245,7 @@ class BertForMultipleChoice(_BertHeadModel):
                 token_type_ids = flat
             else:
                 position_ids = flat
-        with self.state.rows_times(C):      # a row of bert is one choice: example b's rows start at b C
+        with self.state.call.rows_times(C):      # a row of bert is one choice: example b's rows start at b C
             outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
                                                      inputs_embeds, output_hidden_states, output_attentions)
             pooled_output, drop_cache = self.dropout.forward(outputs.pooler_output)            # (B*C, H)
