@@ -40,6 +40,8 @@ import time
 
 MODES = ("forward", "train_fwd_bwd", "eval_fwd_bwd")
 IMPLS = ("npbert", "npbert-reference", "torch-eager", "torch-sdpa", "gemm-floor", "attn-floor")
+# also accepted in --impls: "npbert-ckpt" and "torch-sdpa-ckpt" (gradient checkpointing on), "npbert-notiles"
+# (the fast path with its attention never in tiles: encoder.attention_tiles_from = None)
 FLOORS = ("gemm-floor", "attn-floor")
 
 
@@ -70,7 +72,9 @@ def _inputs(args):
 def make_runner(impl, args):
     """Build `impl`'s model; return (run(mode), reset()) closures."""
     cfg = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=args.layers, num_attention_heads=12,
-               intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
+               intermediate_size=3072, max_position_embeddings=max(512, args.seq), type_vocab_size=2)
+    checkpointing = impl.endswith("-ckpt")
+    impl = impl.removesuffix("-ckpt")
     ids, mask, dH, dP = _inputs(args)
     if impl.startswith("npbert"):
         import numpy as np
@@ -79,6 +83,10 @@ def make_runner(impl, args):
         path = "reference" if impl == "npbert-reference" else "fast"   # npbert.set_path: the same numbers
         with npbert.using_path(path):                                  # the model's path: fixed when it is built
             model = npbert.BertModel(npbert.BertConfig(**cfg), dtype=np.float32)
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+        if impl == "npbert-notiles":
+            model.encoder.attention_tiles_from = None
 
         def run(mode):
             model.train(mode == "train_fwd_bwd")
@@ -99,6 +107,8 @@ def make_runner(impl, args):
     import transformers
     torch.set_num_threads(2)
     model = transformers.BertModel(transformers.BertConfig(**cfg, attn_implementation=impl.split("-")[1]))
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     tids, tmask, tdH, tdP = (torch.tensor(a) for a in (ids, mask, dH, dP))
 
     def run(mode):
