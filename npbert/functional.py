@@ -52,6 +52,7 @@ from npbert.ops.linear import linear_backward, linear_forward
 from npbert.ops.losses import (bce_with_logits_backward, bce_with_logits_forward, cross_entropy_backward,
                                cross_entropy_forward, mse_backward, mse_forward)
 from npbert.ops.pooling import mean_pooling_backward, mean_pooling_forward, normalize_backward, normalize_forward
+from npbert.ops.softmax import log_softmax as _log_softmax
 from npbert.ops.softmax import softmax_backward, softmax_forward
 
 
@@ -64,12 +65,12 @@ def softmax(input, dim):
 
 
 def log_softmax(input, dim):
-    """torch.nn.functional.log_softmax(input, dim): x - max - log(sum(exp(x - max))) along axis `dim`."""
+    """torch.nn.functional.log_softmax(input, dim): npbert.ops.softmax's log_softmax along axis `dim`,
+    x - max - log(sum(exp(x - max)))."""
     x = _np.asarray(input)
     if not _np.issubdtype(x.dtype, _np.floating):
         raise TypeError(f"log_softmax needs a floating-point array, got dtype {x.dtype}")
-    shifted = x - x.max(axis=dim, keepdims=True)
-    return shifted - _np.log(_np.exp(shifted).sum(axis=dim, keepdims=True))
+    return _np.moveaxis(_log_softmax(_np.moveaxis(x, dim, -1)), -1, dim)
 
 
 __all__ = [n for n in dir() if n.endswith(("_forward", "_backward"))

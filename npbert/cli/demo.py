@@ -130,7 +130,7 @@ def demo(args):
     import npbert
     from npbert.cli import demo_report as report
     from npbert.cli.demo_data import N_PROMPTS, demo_data
-    from npbert.data.pretrain import config_for_size, evaluate_pretraining
+    from npbert.data.pretraining_eval import config_for_size, evaluate_pretraining
     from npbert.data.prompts import RULE
     from npbert.training import Trainer, TrainingArguments
 

@@ -52,7 +52,7 @@ def demo_data(args, out, say):
     from npbert.cli.pretrain import DynamicMasking
     from npbert.data import (PretrainingDataset, build_vocab, create_training_instances, instances_to_features,
                              shakespeare, write_features)
-    from npbert.data.pretrain import held_out_tokens, unmasked_tokens
+    from npbert.data.pretraining_eval import held_out_tokens, unmasked_tokens
     from npbert.data.prompts import choose_fill_mask_prompts
     from npbert.training import default_data_collator
 

@@ -14,7 +14,7 @@ NSP_LABELS = ("IsNext", "NotNext")
 def baselines(data):
     """The floors on the held-out predicted tokens: always guessing the most frequent training
     token (top-1) or the 5 most frequent (top-5), the unigram entropy, the NSP majority class."""
-    from npbert.data.pretrain import most_frequent_token_baseline, nsp_majority, unigram_entropy
+    from npbert.data.pretraining_eval import most_frequent_token_baseline, nsp_majority, unigram_entropy
     accuracy, top = most_frequent_token_baseline(data.train_tokens, data.held_tokens)
     counts = np.bincount(data.train_tokens)
     top5 = np.argsort(-counts, kind="stable")[:5]
@@ -47,7 +47,7 @@ def say_baselines(say, b, before, data):
 
 def rank_prompts(model, tokenizer, prompts):
     """[(rank of the right word, top 5 tokens)] for each prompt (prompt, answer, line)."""
-    from npbert.data.pretrain import mask_rank
+    from npbert.data.pretraining_eval import mask_rank
     return [mask_rank(model, tokenizer, prompt, answer) for prompt, answer, _ in prompts]
 
 
@@ -57,7 +57,7 @@ def nsp_shared_words(held_features, train_tokens, special_ids, n_common=100):
     tokens outside the n_common most frequent (and the special ones) that A and B share, on
     average for IsNext and for NotNext pairs, and the held-out accuracy of the best rule
     "IsNext when A and B share at least k of them"."""
-    from npbert.data.pretrain import unmasked_ids
+    from npbert.data.pretraining_eval import unmasked_ids
     ids = unmasked_ids(held_features)                                               # (N, T)
     common = set(np.argsort(-np.bincount(train_tokens), kind="stable")[:n_common].tolist()) | set(special_ids)
     shared = np.zeros(len(ids), dtype=np.int64)
@@ -140,7 +140,7 @@ def evaluate_during_training(trainer, held, mask_token_id):
     """Make the Trainer's evaluations the demo's own (evaluate_pretraining, as before and after
     training, so that every number is measured one way), each log entry with "train_seconds": the
     training time before it, evaluations left out (so that a curve can be drawn against time)."""
-    from npbert.data.pretrain import evaluate_pretraining
+    from npbert.data.pretraining_eval import evaluate_pretraining
     trainer.t0 = time.perf_counter()
     trainer.eval_seconds = 0.0
 

@@ -105,7 +105,7 @@ def model_config(args, vocab_size, max_positions, where="--max_seq_length"):
 
     import npbert
     from npbert.config import check_max_seq_length
-    from npbert.data.pretrain import config_for_size
+    from npbert.data.pretraining_eval import config_for_size
     if args.config:
         try:
             config = npbert.BertConfig.from_json_file(args.config)
@@ -149,7 +149,7 @@ def run(args):
 
 def _run(args, resume_command):
     import npbert
-    from npbert.data.pretrain import compute_pretraining_metrics, preprocess_logits_for_metrics
+    from npbert.data.pretraining_eval import compute_pretraining_metrics, preprocess_logits_for_metrics
     from npbert.training import DataCollatorForLanguageModeling, Trainer, default_data_collator
     tokenizer = None
     if args.vocab_file:

@@ -18,6 +18,8 @@ import os
 
 import numpy as np
 
+from npbert.ops.softmax import softmax_forward
+
 logger = logging.getLogger(__name__)
 
 # The class each task loads, and which task a checkpoint's `architectures` entry serves.
@@ -262,10 +264,9 @@ class Pipeline:
 
 
 def softmax(logits):
-    """transformers' pipelines' softmax over the last axis, in the logits' dtype (float32)."""
-    maxes = np.max(logits, axis=-1, keepdims=True)
-    shifted_exp = np.exp(logits - maxes)
-    return shifted_exp / shifted_exp.sum(axis=-1, keepdims=True)
+    """transformers' pipelines' softmax over the last axis, in the logits' dtype (float32):
+    npbert.ops.softmax's, the same arithmetic."""
+    return softmax_forward(np.asarray(logits))[0]
 
 
 def sigmoid(logits):

@@ -43,7 +43,7 @@ from npbert import optim
 
 from . import checkpoint as ckpt
 from . import runs
-from .checkpointing import Checkpointing
+from .trainer_files import Checkpointing
 from .arguments import TrainingArguments
 from .collators import default_data_collator
 from .evaluation import Evaluation
@@ -56,7 +56,7 @@ _LABEL_NAMES = ("labels", "next_sentence_label", "start_positions", "end_positio
 
 class Trainer(Evaluation, Checkpointing):
     """transformers' Trainer: train() below; evaluate() / predict() in evaluation.py,
-    checkpoints, resume and saving in checkpointing.py."""
+    checkpoints, resume and saving in trainer_files.py."""
 
     def __init__(self, model, args=None, train_dataset=None, eval_dataset=None, data_collator=None,
                  compute_metrics=None, preprocess_logits_for_metrics=None, processing_class=None,

@@ -165,7 +165,7 @@ def test_the_ranks_after_are_the_saved_models(run):
     out, r = run
     import warnings
 
-    from npbert.data.pretrain import fill_mask
+    from npbert.data.pretraining_eval import fill_mask
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")              # the pooler and NSP head, unused by BertForMaskedLM
         model = npbert.BertForMaskedLM.from_pretrained(str(out / "model"))

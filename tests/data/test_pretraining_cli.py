@@ -92,7 +92,7 @@ def test_pretrain_resume_and_fill_mask(corpus, tmp_path, capsys):
 def test_fill_mask_equals_transformers_pipeline(corpus, tmp_path):
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("torch")
-    from npbert.data.pretrain import config_for_size, fill_mask
+    from npbert.data.pretraining_eval import config_for_size, fill_mask
     tok = npbert.BertTokenizer(str(corpus / "vocab.txt"))
     model = npbert.BertForPreTraining(config_for_size("tiny", len(tok), max_position_embeddings=64), seed=1)
     rng = np.random.default_rng(0)

@@ -1,5 +1,6 @@
-"""What `npbert pretrain`, `npbert fill-mask` and `npbert demo` share: Google's model sizes,
-the pre-training metrics, and fill-mask as transformers' pipeline reports it."""
+"""How a pre-trained model is sized and measured, what `npbert pretrain`, `npbert fill-mask` and
+`npbert demo` share: Google's model sizes, the pre-training metrics and baselines, and fill-mask
+as transformers' pipeline reports it."""
 import numpy as np
 
 from npbert.ops.softmax import log_softmax, softmax_forward
