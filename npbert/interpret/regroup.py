@@ -31,8 +31,7 @@ that is not (B, T), dtypes that differ between batches, a batch or a run whose l
 import numpy as np
 
 
-RUN_TOKENS = 1024      # measured on bench_interpret.py's head importance (MiniLM, ~11 tokens an example): runs
-                       # of 16 examples (~180 tokens) took 1.4x the time of runs of 512 to 2048 tokens
+RUN_TOKENS = 1024      # tokens per regrouped run (docs/performance.md, "Work nobody reads", says why)
 TOKEN_KEYS = ("input_ids", "attention_mask", "token_type_ids", "position_ids", "inputs_embeds")   # (B, T, ...)
 
 
