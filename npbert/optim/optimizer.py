@@ -80,10 +80,18 @@ def all_finite(x):
     return bool(np.isfinite(x).all())
 
 
+NONFINITE = ("apply", "raise", "skip")     # what step() does with a nan or inf gradient (Optimizer.nonfinite)
+
+
 class Optimizer:
     """Base class.  A subclass sets `defaults` and implements the step twice: `_update(name, p, g,
     group, state)`, the fast path's in-place kernel, which returns whether g was all finite, and
     `_update_reference(...)`, the rule as written in reference.py.  Both keep the same state."""
+
+    # A nan or inf in a gradient: "apply" updates as torch.optim does (the parameter becomes nan)
+    # and warns naming it; "raise" refuses the step before anything changes (ValueError);
+    # "skip" skips the whole step with a warning.  Set on an optimizer: opt.nonfinite = "skip".
+    nonfinite = "apply"
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
@@ -195,6 +203,10 @@ class Optimizer:
         if unknown:
             raise KeyError(f"{type(self).__name__}.step: gradients for parameters this optimizer does not hold: "
                            f"{unknown[:5]}{' ...' if len(unknown) > 5 else ''}")
+        if self.nonfinite not in NONFINITE:
+            raise ValueError(f"{type(self).__name__}.nonfinite must be one of {NONFINITE}, got {self.nonfinite!r}")
+        if self.nonfinite != "apply" and not self._all_finite(grads):
+            return result                      # refused ("raise" raised) or skipped: nothing changed
         fast = get_path() == "fast"            # read at each step: a run may switch path between steps
         nonfinite = []
         for group in self.param_groups:
@@ -223,6 +235,25 @@ class Optimizer:
         if nonfinite:
             self._warn_nonfinite(nonfinite)
         return result
+
+    def _all_finite(self, grads):
+        """Before any update, with nonfinite "raise" or "skip": True when every gradient this step
+        would use is finite; else a ValueError ("raise") or a warning ("skip") naming the
+        parameters, and False.  One read of each gradient (all_finite)."""
+        names = [name for group in self.param_groups for name in group["params"]
+                 if isinstance(grads.get(name), np.ndarray) and not all_finite(grads[name])]
+        if not names:
+            return True
+        listed = ", ".join(map(repr, names[:4])) + (" ..." if len(names) > 4 else "")
+        what = (f"{type(self).__name__}.step(): the gradient of {len(names)} parameter(s) holds nan or inf "
+                f"({listed})")
+        if self.nonfinite == "raise":
+            raise ValueError(f"{what}; the step was refused and nothing changed (nonfinite='raise'). Check the loss "
+                             "and the inputs of this step; set opt.nonfinite = 'skip' to skip such steps with a "
+                             "warning, or 'apply' to apply them as torch.optim does")
+        warnings.warn(f"{what}; the step was skipped: no parameter and no optimizer state changed "
+                      "(nonfinite='skip')", RuntimeWarning, stacklevel=3)
+        return False
 
     def _warn_nonfinite(self, names):
         """A nan or inf in a gradient: the step is applied as torch.optim applies it (the

@@ -148,3 +148,58 @@ def test_the_warning_lists_several_parameters(path):
     with npbert.using_path(path), pytest.warns(RuntimeWarning, match=r"of 5 parameter\(s\).*first 'b' \(also 'c', 'd', 'e' \.\.\.\)"):
         opt.step(grads)
     assert np.isfinite(params["a"]).all() and np.isnan(params["b"][1]) and np.isfinite(params["b"][[0, 2]]).all()
+
+
+def _copies(model, opt):
+    return ({n: np.array(p) for n, p in model.named_parameters()},
+            {n: {k: np.array(v) for k, v in s.items()} for n, s in opt.state.items()})
+
+
+@pytest.mark.parametrize("path", ["fast", "reference"])
+@pytest.mark.parametrize("name", ["AdamW", "Adam", "BertAdam", "AdamWeightDecay"])
+def test_nonfinite_raise_and_skip_change_nothing_and_name_the_parameters(name, path):
+    """opt.nonfinite = "raise" refuses a step with a nan gradient before any update, "skip" skips
+    it with a warning: in both the parameters and the optimizer state stay bit for bit as they
+    were (after one ordinary step, so that there is state to keep).  On finite gradients both
+    take the same step as "apply"."""
+    kwargs = {"lr": 1e-2, **({"t_total": 10, "warmup": 0.1} if name == "BertAdam" else {})}
+    results = {}
+    for mode in ("apply", "raise", "skip"):
+        with npbert.using_path(path):
+            model = npbert.BertForSequenceClassification(tiny_config(num_labels=2), dtype=np.float64)
+            opt = getattr(optim, name)(model.named_parameters(), **kwargs)
+        opt.nonfinite = mode
+        model(input_ids=np.array([[1, 2, 3]]), labels=np.array([1]))
+        grads = model.backward()
+        opt.step(grads)                                        # a finite step: the same in every mode
+        results[mode] = _copies(model, opt)
+        before = results[mode]
+        grads = {k: g.copy() for k, g in grads.items()}
+        grads["classifier.weight"][0, 1] = np.nan
+        grads["bert.pooler.dense.bias"][3] = np.inf
+        if mode == "raise":
+            with pytest.raises(ValueError, match=r"2 parameter\(s\) holds nan or inf \('bert.pooler.dense.bias', "
+                                                 r"'classifier.weight'\); the step was refused"):
+                opt.step(grads)
+        elif mode == "skip":
+            with pytest.warns(RuntimeWarning, match="the step was skipped"):
+                opt.step(grads)
+        else:
+            continue
+        after = _copies(model, opt)
+        for n in before[0]:
+            np.testing.assert_array_equal(after[0][n], before[0][n], err_msg=n)
+        assert after[1].keys() == before[1].keys()
+        for n in before[1]:
+            for k in before[1][n]:
+                np.testing.assert_array_equal(after[1][n][k], before[1][n][k], err_msg=f"{n} {k}")
+    for mode in ("raise", "skip"):                             # the finite step: bit for bit as "apply"
+        for n, p in results["apply"][0].items():
+            np.testing.assert_array_equal(results[mode][0][n], p, err_msg=n)
+
+
+def test_a_bad_nonfinite_setting_is_named():
+    opt = optim.AdamW([("w", np.zeros(3))], lr=1e-3)
+    opt.nonfinite = "ignore"
+    with pytest.raises(ValueError, match=r"AdamW.nonfinite must be one of \('apply', 'raise', 'skip'\), got 'ignore'"):
+        opt.step({"w": np.ones(3)})
