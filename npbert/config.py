@@ -6,6 +6,11 @@ names, plus a few extras such as `directionality` that are kept but unused).
 import json
 import os
 
+import numpy as np
+
+from npbert.io._atomic import atomic_write
+from npbert.io.hub import hub_name_message, pop_hub_keywords
+
 # transformers' BertConfig fields and their defaults, in its order.
 _DEFAULTS = {
     "vocab_size": 30522,
@@ -138,7 +143,6 @@ class BertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, path):
-        from npbert.io._atomic import atomic_write
         with atomic_write(path, "w") as f:
             f.write(self.to_json_string())
 
@@ -168,7 +172,6 @@ class BertConfig:
         override the stored fields; the ones that only concern a model hub (`cache_dir`,
         `revision`, `local_files_only`, ...: npbert/io/hub.py) and `from_tf` are accepted and do
         nothing (npbert reads local files only)."""
-        from npbert.io.hub import hub_name_message, pop_hub_keywords
         pop_hub_keywords(overrides)
         overrides.pop("from_tf", None)
         if not os.path.exists(os.fspath(path)):
@@ -240,7 +243,6 @@ def _format_bytes(n):
 def memory_limit():
     """Bytes a model may use: NPBERT_MEMORY_LIMIT (e.g. "8G", "512M", "1000000") when set, else
     this machine's physical memory (MemTotal), else None (no check)."""
-    import os
     text = os.environ.get("NPBERT_MEMORY_LIMIT", "").strip()
     if text:
         units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -284,7 +286,6 @@ def check_parameter_memory(config, dtype=None, limit=None):
     """Refuse (ValueError naming the field) a config whose parameters alone would not fit in
     memory (`memory_limit()`), before anything is allocated: `max_position_embeddings: 1e9` or
     `num_hidden_layers: 1000000` is an error here, not a MemoryError (or a swapping machine) later."""
-    import numpy as np
     limit = memory_limit() if limit is None else limit
     if limit is None:
         return
@@ -304,7 +305,6 @@ def check_max_seq_length(max_seq_length, config, flag="--max_seq_length", batch_
     config.max_position_embeddings, or, when `batch_size` is given, one whose training
     activations (attention scores and probabilities of every layer, kept for the backward:
     about L x B x N x T^2 x 3 values, plus L x B x T x (10 H + 2 I)) would not fit in memory."""
-    import numpy as np
     T = int(max_seq_length)
     if T < 1:
         raise ValueError(f"{flag} must be at least 1, got {T}")

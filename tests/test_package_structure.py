@@ -95,7 +95,8 @@ def test_the_reader_sees_the_imports():
     top, lazy = GRAPH["npbert.modeling.attention"]
     assert "npbert.modeling.module" in top
     assert "npbert.ops" in GRAPH["npbert.fast"][0] and "npbert.fast.parallel" in GRAPH["npbert.fast"][0]
-    assert "npbert.io" in GRAPH["npbert.modeling.loading"][1]                 # lazy, inside from_pretrained
+    assert "npbert.io" in GRAPH["npbert.modeling.loading"][0]                 # `from npbert import io`
+    assert "npbert.tasks.files" in GRAPH["npbert.cli.predict"][1]             # lazy, inside a command's function
     assert "npbert" not in GRAPH["npbert.training.trainer"][0]                 # `from npbert import optim`: npbert.optim
 
 

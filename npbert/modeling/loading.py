@@ -8,7 +8,11 @@ import warnings
 
 import numpy as np
 
-from npbert.config import BertConfig
+from npbert import io
+from npbert.config import CONFIG_FIELDS, BertConfig, find_config_file, read_config_dict
+from npbert.io.atomic_dir import atomic_directory
+from npbert.io.checks import check_loaded, check_no_interrupted_save, check_saved_weights
+from npbert.io.hub import hub_name_message, pop_hub_keywords
 
 from .fast_attention import share_qkv_memory
 
@@ -56,11 +60,6 @@ class CheckpointMixin:
         shape that does not fit, is an error naming the key.  `output_loading_info=True` returns
         (model, {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"}) as transformers.
         """
-        from npbert import io
-        from npbert.config import find_config_file, read_config_dict
-
-        from npbert.io.checks import check_loaded, check_no_interrupted_save, check_saved_weights
-        from npbert.io.hub import hub_name_message, pop_hub_keywords
         pop_hub_keywords(kwargs)
         path = os.fspath(path)
         if not os.path.exists(path) and not os.path.exists(path + ".index"):
@@ -138,9 +137,6 @@ class CheckpointMixin:
         manifest.json with the weights' size and SHA-256 goes with them; from_pretrained checks it
         (manifest=False: none, for a writer that lists the whole directory itself, last, as the
         Trainer's checkpoints do: there a manifest means the directory is complete)."""
-        from npbert import io
-        from npbert.io.atomic_dir import atomic_directory
-
         if os.path.exists(directory) and not os.path.isdir(directory):
             raise NotADirectoryError(f"save_pretrained({directory!r}): that path is an existing file; "
                                      "save_pretrained writes a directory (config.json and the weights)")
@@ -165,8 +161,6 @@ class CheckpointMixin:
 def _split_kwargs(cls, kwargs, stored):
     """from_pretrained's keywords -> (options of cls.__init__, config overrides); a keyword that
     is neither (nor a field of the stored config) is a TypeError, as a typo must not pass silently."""
-    from npbert.config import CONFIG_FIELDS
-
     init_options = [n for n, p in inspect.signature(cls.__init__).parameters.items()
                     if n not in ("self", "config", "seed", "dtype") and not n.startswith("_")
                     and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
