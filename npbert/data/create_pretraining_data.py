@@ -22,6 +22,8 @@ Input files: one sentence a line, a blank line between documents (Devlin et al. 
 """
 import collections
 
+from npbert.io.text import read_text
+
 
 class TrainingInstance:
     """One [CLS] A [SEP] B [SEP] sequence with its masked LM predictions."""
@@ -54,7 +56,6 @@ def read_documents(input_files, tokenizer):
                     if tokens:
                         all_documents[-1].append(tokens)
         except UnicodeDecodeError:
-            from npbert.io.text import read_text
             read_text(input_file, "utf-8")      # raises the error naming the line
             raise
     return [d for d in all_documents if d]

@@ -16,6 +16,8 @@ attention_mask, token_type_ids, labels (T,) = the original id at the predicted p
 """
 import numpy as np
 
+from npbert.io._atomic import atomic_path
+
 FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
             "next_sentence_labels")
 FORMAT = "npbert-pretraining-features-1"
@@ -50,7 +52,6 @@ def write_features(path, features, vocab_size, max_seq_length, max_predictions_p
     """Write the feature arrays to `path` (.h5), atomically."""
     import h5py
 
-    from npbert.io._atomic import atomic_path
     missing = [k for k in FEATURES if k not in features]
     if missing:
         raise KeyError(f"write_features: missing features {missing}")

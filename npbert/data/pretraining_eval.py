@@ -3,14 +3,15 @@
 as transformers' pipeline reports it."""
 import numpy as np
 
+from npbert.config import BertConfig
 from npbert.ops.softmax import log_softmax, softmax_forward
+from npbert.training import default_data_collator
 
 # google-research/bert's small models (Turc et al. 2019): layers L, hidden H; heads H/64, intermediate 4H.
 MODEL_SIZES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512), "base": (12, 768)}
 
 
 def config_for_size(size, vocab_size, max_position_embeddings=512, **overrides):
-    from npbert.config import BertConfig
     if size not in MODEL_SIZES:
         raise ValueError(f"model size {size!r}: one of {list(MODEL_SIZES)}")
     L, H = MODEL_SIZES[size]
@@ -82,7 +83,6 @@ def evaluate_pretraining(model, dataset, batch_size=64, mask_token_id=None):
     whose input is [MASK] (80 % of them), where the model must guess from the context alone; at
     the 10 % left unchanged it can copy its input, at the 10 % replaced it is misled."""
     import npbert
-    from npbert.training import default_data_collator
     was = model.training
     model.eval()
     parts = []

@@ -10,6 +10,8 @@ blank line after), not one sentence a line.  For pre-training:
 """
 import os
 
+from npbert.io._atomic import atomic_write
+
 CORPUS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 TINYSHAKESPEARE = os.path.join(CORPUS_DIR, "tinyshakespeare.txt")
 SAMPLE_TEXT = os.path.join(CORPUS_DIR, "sample_text.txt")
@@ -37,6 +39,5 @@ def documents(speeches, speeches_per_document=8):
 
 def write_documents(docs, path):
     """One sentence a line, a blank line between documents (atomically)."""
-    from npbert.io._atomic import atomic_write
     with atomic_write(path, "w") as f:
         f.write("\n\n".join("\n".join(doc) for doc in docs) + "\n")

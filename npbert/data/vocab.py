@@ -19,12 +19,14 @@ with it.
 import collections
 import heapq
 
+from npbert.io._atomic import atomic_write
+from npbert.tokenization import BasicTokenizer
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 def count_words(lines, do_lower_case=True):
     """Counter of BasicTokenizer words over the lines."""
-    from npbert.tokenization import BasicTokenizer
     basic = BasicTokenizer(do_lower_case=do_lower_case)
     counts = collections.Counter()
     for line in lines:
@@ -128,7 +130,6 @@ def build_vocab(input_files, vocab_size, output_file=None, do_lower_case=True, m
                 raise ValueError(f"{path}: not UTF-8 text (byte {e.start})") from None
     vocab = learn_wordpiece_vocab(count_words(lines(), do_lower_case), vocab_size, min_frequency, limit_alphabet)
     if output_file:
-        from npbert.io._atomic import atomic_write
         with atomic_write(output_file, "w") as f:
             f.write("\n".join(vocab) + "\n")
     return vocab

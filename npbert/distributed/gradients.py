@@ -19,6 +19,8 @@ import hashlib
 
 import numpy as np
 
+from .world import DistributedError
+
 # torch's DistributedDataParallel reduces in buckets of 25 MiB (bucket_cap_mb=25): large enough
 # that each Allreduce runs at the network's bandwidth rather than its latency, small enough to
 # cost little memory (one bucket's buffer per dtype).
@@ -169,6 +171,5 @@ def check_same_parameters(model, world):
     everyone = world.all_gather_object(digests)
     differ = [name for name in digests if any(d.get(name) != digests[name] for d in everyone)]
     if differ:
-        from .world import DistributedError
         raise DistributedError(f"the ranks' parameters have drifted apart: {len(differ)} of {len(digests)} differ "
                                f"(first: {differ[:3]}); the ranks no longer train one model")

@@ -10,11 +10,14 @@
 
 Each raises CheckpointError naming the file and what disagrees.
 """
+import os
 import re
 
 import numpy as np
 
+from npbert.io.atomic_dir import interrupted_saves
 from npbert.io.errors import CheckpointError
+from npbert.io.manifest import MANIFEST, verify_manifest
 
 _LAYER_RE = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
 
@@ -59,7 +62,6 @@ def check_layer_count(keys, num_hidden_layers, source, config_source="the config
 def check_no_interrupted_save(directory):
     """Refuse a directory where a save was interrupted while moving its files in (its weights
     and config may come from two different saves)."""
-    from npbert.io.atomic_dir import interrupted_saves
     pending = interrupted_saves(directory)
     if pending:
         raise CheckpointError(f"{directory}: a save into it was interrupted while moving its files in ({pending[0]} "
@@ -73,9 +75,6 @@ def check_saved_weights(directory, weights_file):
     and the Trainer's checkpoints write it): a flipped bit, or two tensors' names swapped in the
     header, changes the SHA-256, which no check on the values can see.  No manifest: nothing
     to check (a folder from transformers or an older npbert)."""
-    import os
-
-    from npbert.io.manifest import MANIFEST, verify_manifest
     try:
         verify_manifest(directory, required=False, names={os.path.basename(weights_file)})
     except CheckpointError as e:

@@ -14,6 +14,7 @@ head|tail|head+tail (--head_tokens), or --long_text chunks: windows pooled by --
 import numpy as np
 
 from npbert.io._atomic import atomic_write
+from npbert.modeling import BertForSequenceClassification
 from npbert.tasks.base import TaskData
 from npbert.tasks.labels import label_set, label_set_of_model
 from npbert.tasks.long_text import (CHUNK_POOLINGS, TRUNCATION_STRATEGIES, BertForChunkedSequenceClassification,
@@ -21,6 +22,7 @@ from npbert.tasks.long_text import (CHUNK_POOLINGS, TRUNCATION_STRATEGIES, BertF
 from npbert.tasks.metrics import accuracy, f1_score, matthews_corrcoef, pearsonr, spearmanr
 from npbert.tasks.readers import find_columns, read_table
 from npbert.tasks.records import TOP_K, classification_record, example_id, write_records
+from npbert.training import DataCollatorWithPadding
 
 TRAINED_HEADS = ("BertForSequenceClassification", "BertForChunkedSequenceClassification")
 
@@ -166,8 +168,6 @@ def load_task(args, tokenizer, config=None):
                     ex[k] = np.asarray(ex[k])
         collator = lambda examples: collate_chunks(examples, tokenizer.pad_token_id)   # noqa: E731
     else:
-        from npbert.modeling import BertForSequenceClassification
-        from npbert.training import DataCollatorWithPadding
         model_class = BertForSequenceClassification
         collator = DataCollatorWithPadding(tokenizer)
     return TaskData(model_class=model_class, config_overrides=overrides, train_dataset=train,

@@ -18,15 +18,19 @@ only), the fine-tuned model's config.  Predictions: predictions.jsonl (a record 
 its words, a tag and a score per word, the entities; npbert/tasks/records.py) and
 predictions.conll (`word<TAB>tag`, a blank line between sentences).
 """
+import os
+
 import numpy as np
 
 from npbert.io._atomic import atomic_write
+from npbert.modeling import BertForTokenClassification
 from npbert.tasks.base import TaskData
 from npbert.tasks.labels import check_tag_set
 from npbert.tasks.metrics import entity_scores
 from npbert.tasks.readers import read_conll
 from npbert.tasks.records import softmax, token_record, write_records
 from npbert.tasks.windows import max_context_window, overflow_windows
+from npbert.training import DataCollatorForTokenClassification
 
 
 def add_arguments(parser):
@@ -109,8 +113,6 @@ def labels_from_config(config):
 
 
 def load_task(args, tokenizer, config=None):
-    from npbert.modeling import BertForTokenClassification
-    from npbert.training import DataCollatorForTokenClassification
     max_seq_length = getattr(args, "max_seq_length", None) or 128
     stride = getattr(args, "stride", None)
     if stride is not None and not 0 <= stride < max_seq_length - 2:
@@ -174,7 +176,6 @@ def load_task(args, tokenizer, config=None):
 
     def write_predictions(output, path):
         """predictions.jsonl (path) and predictions.conll beside it."""
-        import os
         logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
         records = []
         for (line, words, _, _, _, _), probs in zip(test_meta, word_scores(logits, test_meta)):

@@ -17,6 +17,8 @@ Sans; when there is none, a warning says so and how to install one.  matplotlib 
 import os
 import warnings
 
+from npbert.io._atomic import atomic_path
+
 _CJK_RANGES = ((0x3000, 0x303F), (0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF),
                (0xF900, 0xFAFF), (0xFF00, 0xFFEF))
 _NOT_GLYPHS = ("Last Resort",)           # fonts that map every character to a placeholder box
@@ -91,7 +93,6 @@ def plot_attention(attentions, tokens, path, title="", layer=None, head=None):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from npbert.io._atomic import atomic_path
     L, N, T = len(attentions), attentions[0].shape[1], attentions[0].shape[-1]
     single = layer is not None
     cells = [(layer, head)] if single else [(l, h) for l in range(L) for h in range(N)]

@@ -31,11 +31,15 @@ import warnings
 
 import numpy as np
 
+from npbert.io import read_safetensors, write_safetensors
 from npbert.io._atomic import _fsync_directory, atomic_write
 from npbert.io.atomic_dir import find_leftovers, pid_alive
+from npbert.io.checks import check_finite
 from npbert.io.errors import CheckpointError as _IOCheckpointError
 from npbert.io.errors import SaveError
 from npbert.io.manifest import verify_manifest, write_manifest
+
+from .state import TrainerState
 
 PREFIX = "checkpoint"
 _CHECKPOINT_RE = re.compile(rf"^{PREFIX}-(\d+)$")
@@ -114,8 +118,6 @@ def save_error(what, step, error, output_dir):
 
 
 def _write_files(tmp, model, optimizer, scheduler, rng_states, trainer_state, args):
-    from npbert.io import write_safetensors
-
     model.save_pretrained(tmp, manifest=False)          # the checkpoint's own manifest, listing every file, comes last
     opt = optimizer.state_dict()
     arrays, scalars = {}, {}
@@ -212,11 +214,6 @@ def load_checkpoint(directory, model, optimizer, scheduler, keep_hyperparameters
     keep_hyperparameters: take only the optimizer's per-parameter state (moments, step counts)
     and the scheduler's step from the checkpoint, keeping this run's parameter groups, options
     and base rates (resuming with ignore_changed_args)."""
-    from npbert.io import read_safetensors
-    from npbert.io.checks import check_finite
-
-    from .state import TrainerState
-
     verify_checkpoint(directory)
     join = lambda name: os.path.join(directory, name)           # noqa: E731
     trainer_state = _read_json(join("trainer_state.json"))

@@ -3,6 +3,10 @@ drawn from trainer_state.log_history.  matplotlib is optional (`pip install npbe
 without it nothing is drawn and the caller says how to get the picture."""
 import os
 
+from npbert.io._atomic import atomic_path
+
+from .attention_picture import plot_attention as draw
+
 
 def have_matplotlib():
     try:
@@ -45,8 +49,6 @@ def plot_training_curves(log_history, path, title=None, panels=None, labels=None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from npbert.io._atomic import atomic_path
-
     panels = [tuple(p) + (None,) * (4 - len(p)) for p in (panels or _default_panels(log_history))]
     panels = [p for p in panels if any(_series(log_history, k) for k in p[1])]
     if not panels:
@@ -81,5 +83,4 @@ def plot_training_curves(log_history, path, title=None, panels=None, labels=None
 def plot_attention(attentions, tokens, path, title="", layer=None, head=None):
     """The attention picture: npbert/training/attention_picture.py (colour bar, labels that do
     not overlap, a CJK font when the tokens need one)."""
-    from .attention_picture import plot_attention as draw
     return draw(attentions, tokens, path, title=title, layer=layer, head=head)

@@ -4,6 +4,9 @@ import json
 from collections import namedtuple
 from dataclasses import dataclass, field
 
+from npbert.io._atomic import atomic_write
+from npbert.io.errors import CheckpointError
+
 TrainOutput = namedtuple("TrainOutput", ["global_step", "training_loss", "metrics"])
 PredictionOutput = namedtuple("PredictionOutput", ["predictions", "label_ids", "metrics"])
 
@@ -64,7 +67,6 @@ class TrainerState:
     def from_dict(cls, d, source="trainer_state.json"):
         """The state from a dict as save_to_json writes it; a field of the wrong type (a
         `"global_step": "200"`) is a CheckpointError naming `source` and the field."""
-        from npbert.io.errors import CheckpointError
         if not isinstance(d, dict):
             raise CheckpointError(f"{source}: expected a JSON object, got {type(d).__name__}")
         for name, value in d.items():
@@ -89,6 +91,5 @@ class TrainerState:
         return cls(**{k: v for k, v in d.items() if k in known})
 
     def save_to_json(self, path):
-        from npbert.io._atomic import atomic_write
         with atomic_write(path, "w") as f:
             f.write(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")

@@ -9,6 +9,8 @@ from npbert import distributed as dist
 from npbert.io import read_safetensors
 
 from . import checkpoint as ckpt
+from .plots import have_matplotlib, plot_training_curves
+from .resume import resume_checkpoint
 from .signals import stopped_after_step, stopped_at_once
 from .state import TrainerState
 
@@ -88,7 +90,6 @@ class Checkpointing:
         self.model.load_state_dict(read_safetensors(os.path.join(path, "model.safetensors")))
 
     def _resume(self, resume_from_checkpoint, total):
-        from .resume import resume_checkpoint
         rng_states, saved, path = resume_checkpoint(self, resume_from_checkpoint, total)
         self._resumed_from = path
         self.model.state.rng.bit_generator.state = rng_states["dropout"]      # (states checked by load)
@@ -123,7 +124,6 @@ class Checkpointing:
     def _plot(self):
         if not self.args.plot:
             return None
-        from .plots import have_matplotlib, plot_training_curves
         path = os.path.join(self.args.output_dir, "training_curves.png")
         if not have_matplotlib():
             if self.progress is not None:
