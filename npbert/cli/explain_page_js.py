@@ -241,10 +241,11 @@ function main() {
       if (s.key === "probs") { const att = make("div", "attention"); att.id = "attention"; el.appendChild(att); } }
   }
   drawLayer(); selectToken(state.token);
-  for (const [id, t] of [["loss-u", DATA.loss.u], ["loss-w", DATA.loss.w]]) {
+  document.querySelectorAll(".loss-map").forEach(el => {   // the loss's upstream gradients (loss.U, loss.upstream.*)
+    const t = el.dataset.tensor.split(".").reduce((o, k) => o[k], DATA.loss);
     const dims = t.shape.length === 2 ? ["B", "H"] : ["B", "T", "H"];
-    heatmap($("#" + id), slice({value: t, dims, shape: t.shape}, "value"), false, null);
-  }
+    heatmap(el, slice({value: t, dims, shape: t.shape}, "value"), false, null);
+  });
   if (hash.get("selftest")) selfTest();
   let resize = null;                         // the maps fit their panels: redraw when the window changes
   window.addEventListener("resize", () => { clearTimeout(resize); resize = setTimeout(() => {
