@@ -204,12 +204,12 @@ def parse_labels(head, args, output, tokens, model_dir):
                                           model_dir),
                 "end_positions": _parse(head, "end_positions", "span", parts[1], "--label END", None, tokens,
                                         model_dir)}
+    if "next_sentence_label" in names and args.next_sentence_label is None:
+        raise CliError(f"{type(head).__name__}'s loss needs --next_sentence_label too (0: --text_pair follows "
+                       "--text, 1: it is a random sentence)", status=2)
     labels = {}
     for name in names:
         if name == "next_sentence_label":
-            if args.next_sentence_label is None:
-                raise CliError(f"{type(head).__name__}'s loss needs --next_sentence_label too (0: --text_pair follows "
-                               "--text, 1: it is a random sentence)", status=2)
             nsp = next((n for n, k in kinds.items() if k == "class"), "seq_relationship_logits")
             labels[name] = _parse(head, name, "class", str(args.next_sentence_label), "--next_sentence_label",
                                   outputs[nsp], tokens, model_dir)
