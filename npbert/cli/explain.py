@@ -1,7 +1,8 @@
 """`npbert explain`.
 
     npbert explain [--model DIR] [--text "..."] [--dtype float32|float64] [--seed N] [--random]
-    npbert explain --html OUT.html [--text_pair "..."] [--label K] [...]   (one page: explain_html.py)
+    npbert explain --html OUT.html [--text_pair "..."] [--label LABEL [--next_sentence_label 0|1]] [...]
+                                                      (one page: explain_html.py; a head: explain_heads.py)
 
 `explain` runs one sentence through a small BERT and prints, stage by stage, every
 tensor of the forward pass: its name (as in docs/ and the state_dict), its shape with

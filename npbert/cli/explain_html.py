@@ -1,10 +1,12 @@
 """`npbert explain --html OUT.html`: the walk of `npbert explain` as one self-contained page.
 
-    npbert explain --html OUT.html [--model DIR | --random] [--text "..."] [--text_pair "..."]
+    npbert explain --html OUT.html [--model DIR | --random] [--text "..."] [--text_pair "..."] [--label LABEL]
 
 The page shows, for one sentence (or pair) through one BERT, every tensor of the forward pass
 (npbert/cli/explain_stages.py: computed from the parameters by npbert/reference.py, checked against
-the model's own outputs), the gradient of a stated loss with respect to each of them, and the text
+the model's own outputs), the task head's outputs when the checkpoint has one (explain_heads.py), the
+gradient of a stated loss (sum(last_hidden_state * U), or the head's with --label) with respect to
+each of them, and the text
 `explain`'s gradient check against finite differences.  Every number it draws is in the page's
 `<script type="application/json" id="npbert-data">` block (schema: docs/explain.md, "The data
 block"); the drawing is npbert/cli/explain_page.py.  Exit status 0 when every check passes, 1 when

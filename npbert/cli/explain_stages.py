@@ -7,7 +7,8 @@ from the top down (the steps of reference.layer_backward, one named tensor per l
     H = hidden size, N = attention heads, D = H / N head size, I = intermediate size
 
 Forward: run_forward(p, config, ids, types) -> (acts, caches); acts["embeddings"][name],
-acts["layers"][i][name], acts["pooler"][name] (None without a pooler).  Backward: run_backward(...) -> grads of the same
+acts["layers"][i][name], acts["pooler"][name] (None without a pooler).  Backward: run_backward(...) ->
+grads of the same
 structure.  STAGES lists the stages in order with their transformers module, formula, dims and the
 text of the reference.py line that computes them (found in the source: source_line).
 """
