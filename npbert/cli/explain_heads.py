@@ -104,7 +104,7 @@ def output_source(cls, name):
     assign = re.compile(rf"^\s*(?:\w+\s*,\s*)*{var}\s*(?:,\s*\w+\s*)*=(?!=)")
     for k, line in enumerate(lines):
         if assign.match(line):
-            return start + k, line.strip()
+            return start + k, line.split("  #")[0].split(" # ")[0].strip()          # the code, not its comment
     return start, lines[0].strip()
 
 
