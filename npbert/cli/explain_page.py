@@ -117,10 +117,13 @@ def _loss_box(data):
     loss, head = data["loss"], data["model"]["head"]
     top = f'<code>{_e(loss["formula"])}</code> = {loss["value"]:.6g}, '
     if loss["labels"] is None:
-        unused = "the pooler" + (f" and {head['class']}'s outputs" if head else "")
+        unread = ([] if not any(s["section"] == "pooler" for s in data["stages"]) else ["the pooler"]) + (
+            [f"{head['class']}'s outputs"] if head else [])
+        note = (f" {' and '.join(unread)} {'do' if len(unread) > 1 or head else 'does'} not feed it: "
+                f"{'their' if len(unread) > 1 or head else 'its'} gradients are 0." if unread else "")
+        hint = " (Give a label with --label for the head's loss.)" if head else ""
         return (top + f'with U (B, T, H) drawn from N(0, 1) (seed {loss["seed"]}), in the data block as loss.U. '
-                f"It reaches BERT as d loss / d last_hidden_state = U; {unused} do not feed it: their gradients "
-                "are 0 (give a label with --label for a head's loss)."
+                f"It reaches BERT as d loss / d last_hidden_state = U;{note}{hint}"
                 f'<div class="pair" style="margin-top:8px">{_panel("U = d loss / d last_hidden_state", "U")}</div>')
     labels = ", ".join(f"{k}={v}" for k, v in loss["labels"].items())
     rows = "".join(f'<tr><td><code>{_e(t["name"])}</code></td><td>{t["weight"]:g}</td><td>{t["count"]}</td>'
