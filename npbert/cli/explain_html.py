@@ -1,10 +1,12 @@
 """`npbert explain --html OUT.html`: the walk of `npbert explain` as one self-contained page.
 
-    npbert explain --html OUT.html [--model DIR | --random] [--text "..."] [--text_pair "..."]
+    npbert explain --html OUT.html [--model DIR | --random] [--text "..."] [--text_pair "..."] [--label LABEL]
 
 The page shows, for one sentence (or pair) through one BERT, every tensor of the forward pass
 (npbert/cli/explain_stages.py: computed from the parameters by npbert/reference.py, checked against
-the model's own outputs), the gradient of a stated loss with respect to each of them, and the text
+the model's own outputs), the task head's outputs when the checkpoint has one (explain_heads.py), the
+gradient of a stated loss (sum(last_hidden_state * U), or the head's with --label) with respect to
+each of them, and the text
 `explain`'s gradient check against finite differences.  Every number it draws is in the page's
 `<script type="application/json" id="npbert-data">` block (schema: docs/explain.md, "The data
 block"); the drawing is npbert/cli/explain_page.py.  Exit status 0 when every check passes, 1 when
@@ -17,8 +19,8 @@ import base64
 import contextlib
 import inspect
 import io
-import json
 import os
+import re
 import sys
 import time
 import urllib.parse
@@ -28,17 +30,19 @@ import numpy as np
 
 import npbert
 from npbert import reference
-from npbert.cli.common import CliError
+from npbert.cli.common import CliError, load_checkpoint
+from npbert.cli.explain_heads import (bert_upstream, head_class, head_inputs, head_outputs, loss_gradients, output_dims,
+                                      output_source, parse_labels, tied_names)
 from npbert.cli.explain_page import render_page
 from npbert.cli.explain_stages import SECTIONS, run_backward, run_forward, source_line
-from npbert.ops.softmax import softmax_forward
-from npbert.cli.explain_walk import Checks, gradient_check, upstream_gradients
+from npbert.cli.explain_walk import Checks, gradient_check
 from npbert.io._atomic import atomic_write
 
-SCHEMA = "npbert-explain/1"
+SCHEMA = "npbert-explain/2"
 DIMS = {"B": "batch", "T": "tokens (keys)", "F": "tokens (queries; F = T here)", "H": "hidden size",
         "N": "attention heads", "D": "head size H / N", "I": "intermediate size", "L": "layers",
         "V": "vocab size", "P": "max positions", "Y": "token types"}
+HEAD_DIMS = {"K": "the head's classes (num_labels; 2 for next sentence prediction)", "C": "choices"}
 # float64 backward walk against the model's backward: the same ops in float64, summed in another
 # order in places (the fast path), so round-off of ~1e-15 relative; 1e-9 leaves a wide margin while
 # a wrong stage (a missing residual, a transposed head) is off by O(1).
@@ -97,7 +101,7 @@ def pair_tokens(args, model_dir, config, tokenize):
     return tokens, ids, types, how
 
 
-def _model64(model, model_dir, args):
+def _model64(model, model_dir, args, has_pooler):
     """The same weights in float64, for the backward and the gradient check (as the text explain)."""
     if model.dtype == np.float64:
         return model
@@ -105,39 +109,98 @@ def _model64(model, model_dir, args):
         model64 = npbert.BertModel(model.config, seed=args.seed, dtype=np.float64).eval()
         model64.load_state_dict(model.state_dict())
         return model64
-    return npbert.BertModel.from_pretrained(args.model or model_dir, dtype=np.float64)
+    return npbert.BertModel.from_pretrained(args.model or model_dir, dtype=np.float64, add_pooling_layer=has_pooler)
+
+
+def _row(section, layer, key, module, label, formula, dims, value, grad, check_pair, source, line, function, doc,
+         page_dir, repo):
+    return {
+        "section": section, "layer": layer, "key": key, "module": module, "label": label,
+        "formula": formula, "dims": list(dims), "shape": list(value.shape),
+        "value": tensor(value), "summary": summary(value), "grad": tensor(grad), "grad_summary": summary(grad),
+        "check": check_pair,
+        "source": {"file": os.path.relpath(source, repo).replace(os.sep, "/"), "line": line,
+                   "function": function, "href": f"{_href(source, page_dir)}#L{line}"},
+        "doc": {"page": f"docs/{doc}", "href": _href(os.path.join(repo, "docs", doc), page_dir)},
+    }
 
 
 def _stage_rows(section, table, values, grads, layer, page_dir, repo, checks_by_key):
     rows = []
     for key, module, label, formula, dims, doc, function, piece in table:
-        line = source_line(function, piece)
-        source = os.path.abspath(inspect.getsourcefile(function))
-        rows.append({
-            "section": section, "layer": layer, "key": key,
-            "module": module.replace("{i}", str(layer)) if layer is not None else module,
-            "label": label.replace("[i]", f"[{layer}]").replace("[i+1]", f"[{layer + 1}]") if layer is not None else label,
-            "formula": formula, "dims": dims.split(","), "shape": list(values[key].shape),
-            "value": tensor(values[key]), "summary": summary(values[key]),
-            "grad": tensor(grads[key]), "grad_summary": summary(grads[key]),
-            "check": checks_by_key.get(key, {"forward": None, "backward": None}),
-            "source": {"file": os.path.relpath(source, repo).replace(os.sep, "/"), "line": line,
-                       "function": function.__qualname__, "href": f"{_href(source, page_dir)}#L{line}"},
-            "doc": {"page": f"docs/{doc}", "href": _href(os.path.join(repo, "docs", doc), page_dir)},
-        })
+        rows.append(_row(
+            section, layer, key,
+            module.replace("{i}", str(layer)) if layer is not None else module,
+            label.replace("[i]", f"[{layer}]").replace("[i+1]", f"[{layer + 1}]") if layer is not None else label,
+            formula, dims.split(","), values[key], grads[key], checks_by_key.get(key, {"forward": None, "backward": None}),
+            os.path.abspath(inspect.getsourcefile(function)), source_line(function, piece), function.__qualname__,
+            doc, page_dir, repo))
     return rows
+
+
+def _head_rows(head, outputs, grads, check_pair, page_dir, repo):
+    """The head's outputs as stages: each linked to the line of the head's forward that computes it."""
+    cls = type(head)
+    own = sorted({n.split(".")[0] for n in head.state_dict() if not n.startswith(head.base_model_prefix + ".")})
+    rows = []
+    for name, value in outputs:
+        line, code = output_source(cls, name)
+        m = re.search(r"self\.([\w.]+)\.forward", code)
+        rows.append(_row("head", None, name, m.group(1) if m else ", ".join(own), f"{name}  ({cls.__name__})",
+                         code, output_dims(head, name, value.shape), value, grads[name], check_pair,
+                         os.path.abspath(inspect.getsourcefile(cls)), line, f"{cls.__qualname__}.forward",
+                         "heads.md", page_dir, repo))
+    return rows
+
+
+def page_upstream(seed, B, T, H):
+    """U (B, T, H) ~ N(0, 1) from the seed: the page's loss without a head's, sum(last_hidden_state * U)."""
+    return np.random.default_rng(seed).standard_normal((B, T, H))
+
+
+def _model_folder(args):
+    if args.model is None or args.random:
+        return None
+    if not os.path.exists(args.model):
+        raise CliError(f"--model {args.model}: no such file or directory", status=2)
+    return args.model if os.path.isdir(args.model) else os.path.dirname(args.model) or "."
+
+
+def _load_head(args, folder):
+    """The checkpoint's task head in float64 (config.json "architectures"), or None."""
+    cls = head_class(folder)
+    if cls is None:
+        if args.label is not None or args.next_sentence_label is not None:
+            has = "the random model has none" if folder is None else f"{folder} has none (its config.json names no BertFor* class)"
+            raise CliError(f"--label needs a checkpoint with a task head (config.json \"architectures\": "
+                           f"[\"BertForSequenceClassification\"], [\"BertForQuestionAnswering\"], ...); {has}: give "
+                           "such a --model DIR, or leave --label out", status=2)
+        return None
+    if args.label is None and args.next_sentence_label is not None:
+        raise CliError("--next_sentence_label goes with --label (the masked tokens)", status=2)
+    return load_checkpoint(cls, folder, "--model", dtype=np.float64).eval()
+
+
+def _concat(grads, names):
+    return np.concatenate([grads[n].ravel() for n in names])
 
 
 def build_data(args, out_path, load_model, tokenize):
     """Everything the page shows, as the dict embedded in it; and the Checks.  load_model, tokenize:
     the text explain's, passed in by npbert/cli/explain.py (which imports this module)."""
     dtype = np.float32 if args.dtype == "float32" else np.float64
-    with _head_weights_expected(args):
-        model, model_dir, description = load_model(args, dtype)
+    folder = _model_folder(args)
+    head = _load_head(args, folder)                                     # float64; None without a head
+    has_pooler = head is None or any(n.startswith(head.base_model_prefix + ".pooler.") for n in head.state_dict())
+    with _head_weights_expected(head is not None):
+        model, model_dir, description = load_model(args, dtype, add_pooling_layer=has_pooler)
     c = model.config
+    if getattr(c, "is_decoder", False):
+        raise CliError(f"--model {model_dir}: is_decoder=True (causal attention); the page draws BERT's "
+                       "bidirectional attention only", status=2)
     tokens, ids, types, how = pair_tokens(args, model_dir, c, tokenize)
-    head = _head(args, model_dir)                                         # None without --label
     B, T = ids.shape
+    H, N, L = c.hidden_size, c.num_attention_heads, c.num_hidden_layers
     attention_mask = np.ones_like(ids)                                   # (B, T): no padding
     checks = Checks()
     tol = 1e-5 if dtype == np.float32 else 1e-12                          # as the text explain's walk
@@ -153,47 +216,71 @@ def build_data(args, out_path, load_model, tokenize):
                            "layer_output": check(f"hidden_states[{i + 1}]", a["layer_output"],
                                                  out.hidden_states[i + 1], tol, checks)}
                           for i, a in enumerate(acts["layers"])],
-               "pooler": {"pooled": check("pooler_output", acts["pooler"]["pooled"], out.pooler_output, tol, checks)}}
+               "pooler": {} if not has_pooler else
+               {"pooled": check("pooler_output", acts["pooler"]["pooled"], out.pooler_output, tol, checks)}}
 
-    # The head (--label): logits = pooler_output W_c^T + b_c, checked against the head model's own.
+    # The head (float64): its outputs, from the encoder output drawn above (checked).
+    labels, hin, hout, head_check = None, None, None, {"forward": None, "backward": None}
     if head is not None:
-        labels = np.array([args.label])                                                  # (B,)
-        hout = head(input_ids=ids, attention_mask=attention_mask, token_type_ids=types, labels=labels)
-        Wc, bc = head.state_dict()["classifier.weight"], head.state_dict()["classifier.bias"]   # (K, H), (K,)
-        acts["head"] = {"logits": acts["pooler"]["pooled"] @ Wc.T.astype(dtype) + bc.astype(dtype)}   # (B, K)
-        fchecks["head"] = {"logits": check("logits", acts["head"]["logits"], hout.logits, tol, checks,
-                                           "= logits of BertForSequenceClassification")}
+        hname = type(head).__name__
+        hin = head_inputs(head, ids, types)
+        hout = head(**hin, output_hidden_states=True)
+        if args.label is not None:
+            labels = parse_labels(head, args, hout, tokens, model_dir)
+            hout = head(**hin, output_hidden_states=True, **labels)
+        head_check["forward"] = check(
+            f"{hname}.hidden_states[{L}]", acts["layers"][-1]["layer_output"], hout.hidden_states[-1].reshape(B, T, H),
+            tol, checks, f"the encoder output {hname} read (its hidden_states[{L}], float64) = the last layer's output above")
 
-    # Backward, in float64, stage by stage: the loss of the text explain's gradient check, or the head's.
-    with _head_weights_expected(args), warnings.catch_warnings():
+    # Backward, in float64, stage by stage: sum(last_hidden_state * U), or the head's loss.
+    with _head_weights_expected(head is not None), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Some weights of")   # said once, by the first load
-        model64 = _model64(model, model_dir, args)
+        model64 = _model64(model, model_dir, args, has_pooler)
     p64 = model64.state_dict()
     _, caches64 = run_forward(p64, c, ids, types)
-    if head is None:
-        u, w = upstream_gradients(np.random.default_rng(args.seed), B, T, c.hidden_size)   # (B, H), (B, T, H)
-    else:
-        # loss = -log softmax(logits)[label]: d loss / d logits = softmax(logits) - onehot(label)
-        dlogits, _ = softmax_forward(hout.logits)                                       # (B, K)
-        dlogits[np.arange(B), labels] -= 1.0
-        u, w = dlogits @ Wc, np.zeros((B, T, c.hidden_size))                            # (B, H), (B, T, H)
-    grads, layer_io = run_backward(p64, c, caches64, u, w)
     out64 = model64(input_ids=ids, attention_mask=attention_mask, token_type_ids=types)
-    loss = float(np.sum(out64.pooler_output * u) + np.sum(out64.last_hidden_state * w))
-    g64 = model64.backward(pooler_output=u, last_hidden_state=w)
-    if head is not None:
+    loss_checks, terms, U = [], None, None
+    hgrads_out = None
+    if labels is None:
+        U = page_upstream(args.seed, B, T, H)                             # (B, T, H)
+        u, w = None, U
+        loss = float(np.sum(out64.last_hidden_state * U))
+        g64 = model64.backward(last_hidden_state=U)
+    else:
+        terms = head.loss_terms({**hin, **labels})
+        if any(t.count == 0 for t in terms):
+            raise CliError(f"--label {args.label}: no label counts in the loss term "
+                           f"{next(t.name for t in terms if t.count == 0)!r}: give at least one", status=2)
+        dout = loss_gradients(head, hout, labels, terms)                 # {output: d loss / d output}
+        with bert_upstream(head) as seen:
+            hgrads = head.backward(retain_graph=True)                     # d loss, the head's own backward
+        u, w = seen.get("pooler_output"), seen.get("last_hidden_state")
+        w = np.zeros((B, T, H)) if w is None else w
+        hgrads_out = head.backward(**dout)
         loss = float(hout.loss)
-        grads["head"] = {"logits": dlogits}
-        hgrads = head.backward()                                                        # d loss, the head's own
-        names = list(g64)
-        fchecks_b = check("BertForSequenceClassification.backward()", np.concatenate([g64[n].ravel() for n in names]),
-                          np.concatenate([hgrads["bert." + n].ravel() for n in names]), BACKWARD_TOL, checks,
-                          "(softmax - onehot) W_c as d pooler_output: every BERT parameter's gradient "
-                          "= BertForSequenceClassification.backward() of its loss")
+        names = list(hgrads)
+        head_check["backward"] = check(
+            f"{hname}.backward(**d loss / d outputs)", _concat(hgrads_out, names), _concat(hgrads, names),
+            BACKWARD_TOL, checks, f"d loss / d {', '.join(dout)} from the loss terms, through {hname}.backward(...), "
+            f"gives every parameter's gradient of {hname}.backward() of its loss")
+        means = head.loss_term_means() or {terms[0].name: loss}
+        loss_checks.append(check(
+            "loss_terms", sum(t.weight * means[t.name] for t in terms), loss, BACKWARD_TOL, checks,
+            f"sum of weight * mean over {hname}.loss_terms = {hname}'s loss"))
+        g64 = model64.backward(last_hidden_state=w, **({} if u is None else {"pooler_output": u}))
+        prefix, tied = head.base_model_prefix + ".", tied_names(head)
+        bert = [n for n in g64 if prefix + n not in tied]
+        left_out = ", ".join(sorted(n[len(prefix):] for n in tied if n.startswith(prefix)))
+        loss_checks.append(check(
+            f"{hname}.backward()", _concat(g64, bert), _concat(hgrads, [prefix + n for n in bert]),
+            BACKWARD_TOL, checks, f"what {hname}.backward() hands to BERT, as d last_hidden_state and d pooler_output: "
+            f"every BERT parameter's gradient from BertModel.backward of it = {hname}.backward()'s"
+            + (f" (but {left_out}: the head uses it too, so its gradient there holds both uses)" if left_out else "")))
+    grads, layer_io = run_backward(p64, c, caches64, u, w)
     bchecks = {"embeddings": {"sum": check("model.inputs_embeds_grad", grads["embeddings"]["sum"],
                                            model64.inputs_embeds_grad, BACKWARD_TOL, checks,
                                            "= model.inputs_embeds_grad after model.backward")},
-               "layers": [], "pooler": {}, "head": {} if head is None else {"logits": fchecks_b}}
+               "layers": [], "pooler": {}}
     for i, (dy, dx) in enumerate(layer_io):
         ref = reference.layer_backward(p64, c, i, dy, caches64[1][i], {})   # the reference's own layer backward
         attn, g = caches64[1][i]["attn"], grads["layers"][i]
@@ -204,11 +291,15 @@ def build_data(args, out_path, load_model, tokenize):
             "scores": check(f"attention_backward({i}) d query", dq, g["query"], BACKWARD_TOL, checks,
                             "d scores K / sqrt(D) = d query of npbert.ops attention_backward")})
 
-    # The text explain's gradient check (finite differences), its table kept as text.
+    # The text explain's gradient check (finite differences) of the same loss, its table kept as text.
     text = io.StringIO()
     gchecks = Checks()
-    n_checked = gradient_check(model64, ids, attention_mask, args.seed, text, gchecks, token_type_ids=types,
-                               upstream=(u, w))
+    if labels is None:
+        n_checked = gradient_check(model64, ids, attention_mask, args.seed, text, gchecks, token_type_ids=types,
+                                   upstream={"last_hidden_state": U}, symbols={"last_hidden_state": "U"})
+    else:
+        n_checked = gradient_check(head, ids, attention_mask, args.seed, text, gchecks, token_type_ids=types,
+                                   labels=labels)
     for name in gchecks.failed:
         checks.failed.append(f"gradient check: {name}")
     checks.count += gchecks.count
@@ -218,66 +309,60 @@ def build_data(args, out_path, load_model, tokenize):
     stages = []
     for section, table in SECTIONS:
         if section == "layer":
-            for i in range(c.num_hidden_layers):
+            for i in range(L):
                 stages += _stage_rows("layer", table, acts["layers"][i], grads["layers"][i], i, page_dir,
                                       repo, _split_checks(fchecks["layers"][i], bchecks["layers"][i]))
-        elif section != "head" or head is not None:
+        elif acts[section] is not None:
             stages += _stage_rows(section, table, acts[section], grads[section], None, page_dir, repo,
                                   _split_checks(fchecks[section], bchecks[section]))
-    H, N = c.hidden_size, c.num_attention_heads
+    head_info, sizes = None, {}
+    if head is not None:
+        outputs = head_outputs(head, hout)
+        dout = {n: np.zeros(v.shape) for n, v in outputs} if labels is None else dout
+        rows = _head_rows(head, outputs, dout, head_check, page_dir, repo)
+        stages += rows
+        for r in rows:
+            sizes.update({d: n for d, n in zip(r["dims"], r["shape"]) if d in ("K", "C")})
+        head_info = {"class": type(head).__name__, "outputs": [n for n, _ in outputs], "pooler": has_pooler}
+    dims = dict(DIMS)
+    dims.update({d: HEAD_DIMS[d] for d in ("K", "C") if d in sizes})
     data = {
         "schema": SCHEMA,
         "npbert_version": getattr(npbert, "__version__", None),
         "model": {"description": description, "num_parameters": int(model.num_parameters()),
-                  "dtype": args.dtype, "config": {"L": c.num_hidden_layers, "H": H, "N": N, "D": H // N,
-                                                  "I": c.intermediate_size, "V": c.vocab_size,
-                                                  "P": c.max_position_embeddings, "Y": c.type_vocab_size,
-                                                  "hidden_act": c.hidden_act,
-                                                  "K": None if head is None else head.config.num_labels}},
+                  "dtype": args.dtype, "head": head_info,
+                  "config": {"L": L, "H": H, "N": N, "D": H // N, "I": c.intermediate_size, "V": c.vocab_size,
+                             "P": c.max_position_embeddings, "Y": c.type_vocab_size, "hidden_act": c.hidden_act,
+                             "K": sizes.get("K"), "C": sizes.get("C")}},
         "text": args.text, "text_pair": args.text_pair, "tokenizer": how,
         "tokens": tokens, "input_ids": ids[0].tolist(), "token_type_ids": types[0].tolist(),
         "attention_mask": attention_mask[0].tolist(),
-        "dims": DIMS if head is None else {**DIMS, "K": "classes (num_labels)"},
-        "loss": {"formula": ("loss = sum(pooler_output * u) + sum(last_hidden_state * w)" if head is None else
-                             f"loss = cross_entropy(logits, label={args.label}) = -log softmax(logits)[{args.label}]"),
-                 "seed": args.seed, "label": args.label, "value": loss, "u": tensor(u), "w": tensor(w),
-                 "dtype": "float64"},
+        "dims": dims,
+        "loss": {"formula": ("loss = sum(last_hidden_state * U)" if labels is None else
+                             "loss = " + " + ".join(f"{t.weight:g} * mean_{t.name}" for t in terms)),
+                 "value": loss, "seed": args.seed, "dtype": "float64",
+                 "labels": None if labels is None else {k: np.asarray(v).tolist() for k, v in labels.items()},
+                 "terms": None if terms is None else [
+                     {"name": t.name, "weight": t.weight, "count": t.count, "mean": means[t.name]} for t in terms],
+                 "U": None if U is None else tensor(U),
+                 "upstream": {"last_hidden_state": tensor(w), "pooler_output": None if u is None else tensor(u)},
+                 "checks": loss_checks},
         "stages": stages,
         "gradient_check": {"tensors": n_checked, "count": gchecks.count, "failed": gchecks.failed,
-                           "ok": not gchecks.failed, "text": text.getvalue()},
+                           "ok": not gchecks.failed, "text": text.getvalue(),
+                           "of": "BertModel" if labels is None else type(head).__name__},
         "checks": {"count": checks.count, "failed": checks.failed, "ok": not checks.failed},
     }
     return data, checks
 
 
 @contextlib.contextmanager
-def _head_weights_expected(args):
-    """With --label, BertModel leaving the classifier's weights unused is the plan (the head reads them)."""
+def _head_weights_expected(has_head):
+    """With a task head, BertModel leaving the head's weights unused is the plan (the head reads them)."""
     with warnings.catch_warnings():
-        if args.label is not None:
+        if has_head:
             warnings.filterwarnings("ignore", message=r"Some weights of .* were not used when initializing BertModel")
         yield
-
-
-def _head(args, model_dir):
-    """--label: the checkpoint's BertForSequenceClassification in float64, or None without --label."""
-    if args.label is None:
-        return None
-    config_file = None if model_dir is None else os.path.join(model_dir, "config.json")
-    architectures = []
-    if config_file is not None and os.path.isfile(config_file):
-        with open(config_file, encoding="utf-8") as f:
-            architectures = json.load(f).get("architectures") or []
-    if "BertForSequenceClassification" not in architectures:
-        raise CliError(f"--label needs a checkpoint with a sequence-classification head (config.json "
-                       f"\"architectures\": [\"BertForSequenceClassification\"]); "
-                       f"{'the random model has none' if model_dir is None else model_dir + ' has ' + str(architectures)}: "
-                       "give such a --model DIR, or leave --label out", status=2)
-    head = npbert.BertForSequenceClassification.from_pretrained(model_dir, dtype=np.float64).eval()
-    if args.label >= head.config.num_labels:
-        raise CliError(f"--label {args.label}: the head has num_labels={head.config.num_labels} classes, "
-                       f"0 to {head.config.num_labels - 1}", status=2)
-    return head
 
 
 def _split_checks(forward, backward):

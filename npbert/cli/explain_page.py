@@ -58,6 +58,8 @@ canvas.map { display: block; max-width: 100%; }
 .nums, .hover { font: 12px ui-monospace, monospace; color: #333; white-space: pre; }
 .hover { color: #5b6373; min-height: 1.4em; }
 .check { font-size: 12.5px; margin-top: 6px; }
+table.terms { border-collapse: collapse; margin: 6px 0; font-size: 13px; }
+table.terms td, table.terms th { padding: 1px 10px 1px 0; text-align: left; }
 .check.ok { color: #1f7a3d; } .check.bad { color: #b3261e; font-weight: 600; } .check.none { color: #7b8394; }
 .attention { border-top: 1px dashed #dde1e8; margin-top: 10px; padding-top: 10px; }
 .thumbs { display: flex; flex-wrap: wrap; gap: 8px; margin-bottom: 10px; }
@@ -96,23 +98,58 @@ def _tokens_table(data):
 def _legend(data):
     c, T = data["model"]["config"], len(data["tokens"])
     sizes = {"B": 1, "T": T, "F": T, "H": c["H"], "N": c["N"], "D": c["D"], "I": c["I"], "L": c["L"],
-             "V": c["V"], "P": c["P"], "Y": c["Y"], "K": c.get("K")}
+             "V": c["V"], "P": c["P"], "Y": c["Y"], "K": c.get("K"), "C": c.get("C")}
     return "".join(f"<span><b>{d}</b>{_e(text)} = {sizes[d]}</span>" for d, text in data["dims"].items())
 
 
-def _upstream(data):
-    if data["loss"]["label"] is None:
-        return (f'with u (B, H) and w (B, T, H) drawn from N(0, 1) (seed {data["loss"]["seed"]}), in the data '
-                "block as loss.u and loss.w.")
-    return ("the loss of the sequence-classification head: it reaches BERT as u = d loss / d pooler_output = "
-            "(softmax(logits) - onehot(label)) W_c, with w = d loss / d last_hidden_state = 0 "
-            "(loss.u and loss.w in the data block).")
+def _check_lines(checks):
+    return "".join(f'<div class="check {"ok" if ch["ok"] else "bad"}">{"&#10003;" if ch["ok"] else "&#10007;"} '
+                   f'{_e(ch["what"])}: max|diff| {ch["max_abs_diff"]:.1e} (tolerance {ch["tol"]:.0e} &times; '
+                   f'(1 + max|value|))</div>' for ch in checks)
+
+
+def _panel(title, path):
+    return f'<div class="panel"><div class="ptitle">{title}</div><div class="loss-map" data-tensor="{path}"></div></div>'
+
+
+def _loss_box(data):
+    """What the gradients are of: the loss, and what it hands to BERT."""
+    loss, head = data["loss"], data["model"]["head"]
+    top = f'<code>{_e(loss["formula"])}</code> = {loss["value"]:.6g}, '
+    if loss["labels"] is None:
+        unread = ([] if not any(s["section"] == "pooler" for s in data["stages"]) else ["the pooler"]) + (
+            [f"{head['class']}'s outputs"] if head else [])
+        note = (f" {' and '.join(unread)} {'do' if len(unread) > 1 or head else 'does'} not feed it: "
+                f"{'their' if len(unread) > 1 or head else 'its'} gradients are 0." if unread else "")
+        hint = " (Give a label with --label for the head's loss.)" if head else ""
+        return (top + f'with U (B, T, H) drawn from N(0, 1) (seed {loss["seed"]}), in the data block as loss.U. '
+                f"It reaches BERT as d loss / d last_hidden_state = U;{note}{hint}"
+                f'<div class="pair" style="margin-top:8px">{_panel("U = d loss / d last_hidden_state", "U")}</div>')
+    labels = ", ".join(f"{k}={v}" for k, v in loss["labels"].items())
+    rows = "".join(f'<tr><td><code>{_e(t["name"])}</code></td><td>{t["weight"]:g}</td><td>{t["count"]}</td>'
+                   f'<td>{t["mean"]:.6g}</td></tr>' for t in loss["terms"])
+    panels = _panel("d loss / d last_hidden_state (what the head hands down)", "upstream.last_hidden_state")
+    if loss["upstream"]["pooler_output"] is not None:
+        panels += _panel("d loss / d pooler_output", "upstream.pooler_output")
+    return (top + f'the loss of {_e(head["class"])}(..., {_e(labels)}), a sum of weighted means as its '
+            "<code>loss_terms</code> declare them (npbert/modeling/loss_terms.py):"
+            '<table class="terms"><tr><th>term</th><th>weight</th><th>items (count)</th><th>mean</th></tr>'
+            f'{rows}</table>It reaches BERT through {_e(head["class"])}.backward() as:'
+            f'<div class="pair" style="margin-top:8px">{panels}</div>{_check_lines(loss["checks"])}')
+
+
+def _pooler_section(data):
+    if any(s["section"] == "pooler" for s in data["stages"]):
+        return '<h2 id="pooler">Pooler <small>BertPooler, docs/encoder.md</small></h2>\n<div id="pooler-cards"></div>'
+    return (f'<h2 id="pooler">Pooler</h2>\n<div class="box">This checkpoint has no pooler: '
+            f'{_e(data["model"]["head"]["class"])} reads last_hidden_state.</div>')
 
 
 def _head_section(data):
-    if data["loss"]["label"] is None:
+    head = data["model"]["head"]
+    if head is None:
         return ""
-    return ('<h2 id="head">Head <small>BertForSequenceClassification: dropout (eval: none) and classifier, '
+    return (f'<h2 id="head">Head <small>{_e(head["class"])}: its outputs ({_e(", ".join(head["outputs"]))}), '
             'docs/heads.md</small></h2>\n<div id="head-cards"></div>')
 
 
@@ -140,18 +177,16 @@ def render_page(data):
 <nav><b>view</b> <select id="layer" aria-label="layer"></select> <select id="head" aria-label="head"></select>
 <select id="token" aria-label="query token"></select>
 <a href="#embeddings">embeddings</a> <a href="#layer">encoder layer</a> <a href="#pooler">pooler</a>
-<a href="#backward">backward</a> <a href="#gradient-check">gradient check</a></nav>
+{'<a href="#head">head</a> ' if data["model"]["head"] else ""}<a href="#backward">backward</a> <a href="#gradient-check">gradient check</a></nav>
 <main>
 <h2>Dimensions <small>the letters of every shape below (docs/index.md)</small></h2>
 <div class="box legend">{_legend(data)}</div>
 <h2>Tokens <small>{_e(data["tokenizer"])}; click a token to see what it attends to</small></h2>
 <div class="box tokens">{_tokens_table(data)}</div>
 <h2 id="backward">What the gradients are of <small>every stage shows its value (left) and d loss / d value (right)</small></h2>
-<div class="box"><code>{_e(data["loss"]["formula"])}</code> = {data["loss"]["value"]:.6g}, {_upstream(data)}
+<div class="box">{_loss_box(data)}
 The backward runs in float64 on the same weights, one stage after the other from the top down, each step
-checked against <code>reference.layer_backward</code> and <code>model.backward</code>.
-<div class="pair" style="margin-top:8px"><div class="panel"><div class="ptitle">u = d loss / d pooler_output</div><div id="loss-u"></div></div>
-<div class="panel"><div class="ptitle">w = d loss / d last_hidden_state</div><div id="loss-w"></div></div></div></div>
+checked against <code>reference.layer_backward</code> and <code>model.backward</code>.</div>
 <p>Each stage below is recomputed from the parameters by <code>npbert/reference.py</code> (the link goes to its line),
 in the order of the forward pass; a stage that is an output of the model is checked against it.
 Colours: red positive, blue negative, white zero, saturating at the 99th percentile of |value| shown
@@ -161,10 +196,9 @@ Hover over a map to read a value.</p>
 <div id="embeddings-cards"></div>
 <h2 id="layer"><span id="layer-title">encoder.layer</span> <small>BertLayer: choose the layer and head at the top</small></h2>
 <div id="layer-cards"></div>
-<h2 id="pooler">Pooler <small>BertPooler, docs/encoder.md</small></h2>
-<div id="pooler-cards"></div>
+{_pooler_section(data)}
 {_head_section(data)}
-<h2 id="gradient-check">Gradient check <small>model.backward against finite differences, float64, as the text
+<h2 id="gradient-check">Gradient check <small>{_e(g["of"])}.backward against finite differences, float64, as the text
 <code>npbert explain</code>: {"passed" if g["ok"] else "FAILED"}, {g["count"]} checks over {g["tensors"]} tensors</small></h2>
 <pre>{_e(g["text"])}</pre>
 <p>Every number on this page is in the <code>&lt;script type="application/json" id="npbert-data"&gt;</code> block

@@ -43,7 +43,7 @@ function slice(stage, which) {
   if (dims[0] === "N") { const per = shape[1] * shape[2]; off = state.head * per; dims.shift(); shape.shift(); headed = true; }
   const rows = dims.length === 2 ? shape[0] : 1, cols = shape[shape.length - 1];
   return {data: a.subarray(off, off + rows * cols), rows, cols, rowDim: dims.length === 2 ? dims[0] : "B",
-          colDim: dims[dims.length - 1], headed};
+          colDim: dims[dims.length - 1], headed, rowName: stage.section === "head" ? "example 0" : "[CLS] 0"};
 }
 function stats(a) {
   let s = 0, s2 = 0, lo = Infinity, hi = -Infinity;
@@ -64,7 +64,7 @@ function heatmap(panel, sl, seq, onRowClick) {
   ctx.font = "11px system-ui, sans-serif";
   const labelled = sl.rowDim === "T" || sl.rowDim === "F", colTokens = sl.colDim === "T";
   const rowLabels = [];
-  for (let r = 0; r < sl.rows; r++) rowLabels.push(labelled ? tokenLabel(r) : "[CLS] 0");
+  for (let r = 0; r < sl.rows; r++) rowLabels.push(labelled ? tokenLabel(r) : sl.rowName);
   const lw = Math.ceil(Math.max(...rowLabels.map(s => ctx.measureText(s).width))) + 8;
   const colLabels = colTokens ? DATA.tokens.map((t, i) => tokenLabel(i)) : [];
   const lh = colTokens ? Math.ceil(Math.max(...colLabels.map(s => ctx.measureText(s).width))) + 8 : 0;
@@ -241,10 +241,11 @@ function main() {
       if (s.key === "probs") { const att = make("div", "attention"); att.id = "attention"; el.appendChild(att); } }
   }
   drawLayer(); selectToken(state.token);
-  for (const [id, t] of [["loss-u", DATA.loss.u], ["loss-w", DATA.loss.w]]) {
+  document.querySelectorAll(".loss-map").forEach(el => {   // the loss's upstream gradients (loss.U, loss.upstream.*)
+    const t = el.dataset.tensor.split(".").reduce((o, k) => o[k], DATA.loss);
     const dims = t.shape.length === 2 ? ["B", "H"] : ["B", "T", "H"];
-    heatmap($("#" + id), slice({value: t, dims, shape: t.shape}, "value"), false, null);
-  }
+    heatmap(el, slice({value: t, dims, shape: t.shape}, "value"), false, null);
+  });
   if (hash.get("selftest")) selfTest();
   let resize = null;                         // the maps fit their panels: redraw when the window changes
   window.addEventListener("resize", () => { clearTimeout(resize); resize = setTimeout(() => {

@@ -7,7 +7,8 @@ from the top down (the steps of reference.layer_backward, one named tensor per l
     H = hidden size, N = attention heads, D = H / N head size, I = intermediate size
 
 Forward: run_forward(p, config, ids, types) -> (acts, caches); acts["embeddings"][name],
-acts["layers"][i][name], acts["pooler"][name].  Backward: run_backward(...) -> grads of the same
+acts["layers"][i][name], acts["pooler"][name] (None without a pooler).  Backward: run_backward(...) ->
+grads of the same
 structure.  STAGES lists the stages in order with their transformers module, formula, dims and the
 text of the reference.py line that computes them (found in the source: source_line).
 """
@@ -16,7 +17,6 @@ import inspect
 import numpy as np
 
 from npbert import reference
-from npbert.modeling.heads.classification import BertForSequenceClassification
 from npbert.ops.activations import get_activation, tanh_backward
 from npbert.ops.attention import attention_backward
 from npbert.ops.dropout import dropout_backward
@@ -79,13 +79,7 @@ POOLER = [
     ("pooled", "pooler.activation", "tanh  (pooler_output)", "pooler_output = tanh(dense)", "B,H", "encoder.md",
      reference.pooler_forward, "pooled, tanh_cache = tanh_forward"),
 ]
-# With --label and a sequence-classification checkpoint: its classifier (npbert's head module).
-HEAD = [
-    ("logits", "classifier", "classifier logits  (BertForSequenceClassification)",
-     "logits = pooler_output W_c^T + b_c   (dropout: eval)", "B,K", "heads.md",
-     BertForSequenceClassification.forward, "logits, clf_cache = self.classifier.forward"),
-]
-SECTIONS = (("embeddings", EMBEDDINGS), ("layer", LAYER), ("pooler", POOLER), ("head", HEAD))
+SECTIONS = (("embeddings", EMBEDDINGS), ("layer", LAYER), ("pooler", POOLER))   # the head: explain_heads.py
 
 
 def source_line(function, piece):
@@ -119,8 +113,10 @@ def run_forward(p, config, ids, token_type_ids):
         a["scores"] = a["query"] @ a["key"].transpose(0, 1, 3, 2) * dtype.type(D ** -0.5) + mask   # (B, N, F, T)
         acts["layers"].append(a)
         layer_caches.append(cache)
-    pooled, pooler_cache = reference.pooler_forward(p, x)                            # (B, H)
-    acts["pooler"] = dict(pooler_cache[-1])
+    pooler_cache = None                                                              # a checkpoint without a pooler
+    if "pooler.dense.weight" in p:
+        pooled, pooler_cache = reference.pooler_forward(p, x)                        # (B, H)
+        acts["pooler"] = dict(pooler_cache[-1])
     return acts, (emb_cache, layer_caches, pooler_cache)
 
 
@@ -160,16 +156,21 @@ def _layer_backward(p, config, i, dy, c):
 
 def run_backward(p, config, caches, dpooler_output, dlast_hidden_state):
     """The gradient of loss = sum(pooler_output * dpooler_output) + sum(last_hidden_state *
-    dlast_hidden_state) with respect to every stage.  Returns (grads, layer_inputs) with grads shaped
-    like run_forward's acts and layer_inputs[i] = (dy, dx) of layer i, for checking."""
+    dlast_hidden_state) with respect to every stage (dpooler_output None: the loss does not read
+    the pooler).  Returns (grads, layer_inputs) with grads shaped like run_forward's acts and
+    layer_inputs[i] = (dy, dx) of layer i, for checking."""
     emb_cache, layer_caches, pooler_cache = caches
-    dense_cache, tanh_cache, _, _ = pooler_cache
-    grads = {"pooler": {"pooled": dpooler_output}, "layers": [None] * config.num_hidden_layers}
-    # pooler_output = tanh(dense(h[:, 0]))
-    grads["pooler"]["dense"] = tanh_backward(dpooler_output, tanh_cache)            # (B, H)
-    grads["pooler"]["first"], _ = linear_backward(grads["pooler"]["dense"], dense_cache)   # (B, H)
+    grads = {"pooler": None, "layers": [None] * config.num_hidden_layers}
     dx = dlast_hidden_state.copy()                                                   # (B, T, H)
-    dx[:, 0] += grads["pooler"]["first"]                                             # [CLS] fed the pooler
+    if pooler_cache is not None:
+        dense_cache, tanh_cache, _, _ = pooler_cache
+        if dpooler_output is None:
+            dpooler_output = np.zeros((dx.shape[0], dx.shape[2]), dtype=dx.dtype)   # (B, H)
+        grads["pooler"] = {"pooled": dpooler_output}
+        # pooler_output = tanh(dense(h[:, 0]))
+        grads["pooler"]["dense"] = tanh_backward(dpooler_output, tanh_cache)        # (B, H)
+        grads["pooler"]["first"], _ = linear_backward(grads["pooler"]["dense"], dense_cache)   # (B, H)
+        dx[:, 0] += grads["pooler"]["first"]                                         # [CLS] fed the pooler
     layer_io = [None] * config.num_hidden_layers
     for i in reversed(range(config.num_hidden_layers)):
         g, dx_below = _layer_backward(p, config, i, dx, layer_caches[i])

@@ -13,7 +13,7 @@ import npbert
 from npbert import cli, reference
 from npbert.cli import explain as cli_explain
 from npbert.cli.explain_html import decode
-from npbert.cli.explain_walk import upstream_gradients
+from npbert.cli.explain_html import page_upstream
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -52,7 +52,7 @@ def test_the_stages_in_order_with_their_checks(random_pair_page):
     assert status == 0
     _, data = page_data(path)
     c = model.config
-    assert data["schema"] == "npbert-explain/1"
+    assert data["schema"] == "npbert-explain/2"
     keys = [(s["section"], s["layer"], s["key"]) for s in data["stages"]]
     layer = ["query", "key", "value", "scores", "probs", "context", "attention_dense", "attention_output",
              "intermediate_dense", "intermediate", "output_dense", "layer_output"]
@@ -135,14 +135,15 @@ def test_the_numbers_are_transformers(random_pair_page):
     for i, a in enumerate(out.attentions):
         a.retain_grad()
         seen[f"{i}.probs"] = a
-    u, w = upstream_gradients(np.random.default_rng(data["loss"]["seed"]), B, T, H)
-    loss = (out.pooler_output * torch.from_numpy(u)).sum() + (out.last_hidden_state * torch.from_numpy(w)).sum()
+    U = page_upstream(data["loss"]["seed"], B, T, H)                  # the page's own U, drawn from its seed
+    loss = (out.last_hidden_state * torch.from_numpy(U)).sum()
     loss.backward()
     for h in hooks:
         h.remove()
     assert data["loss"]["value"] == pytest.approx(loss.item(), rel=1e-12)      # both float64
-    np.testing.assert_array_equal(decode(data["loss"]["u"]), u.astype(np.float32))
-    np.testing.assert_array_equal(decode(data["loss"]["w"]), w.astype(np.float32))
+    np.testing.assert_array_equal(decode(data["loss"]["U"]), U.astype(np.float32))
+    np.testing.assert_array_equal(decode(data["loss"]["upstream"]["last_hidden_state"]), U.astype(np.float32))
+    assert data["loss"]["upstream"]["pooler_output"] is None and data["loss"]["formula"] == "loss = sum(last_hidden_state * U)"
 
     def heads(t):                                                      # (B, T, H) -> (B, N, T, D), as the page
         return t.reshape(B, T, N, H // N).permute(0, 2, 1, 3)
@@ -153,6 +154,9 @@ def test_the_numbers_are_transformers(random_pair_page):
             # checks d scores against attention_backward's d query (test_a_wrong_stage_fails)
         t = seen[name]
         value, grad = t.detach(), t.grad
+        if grad is None:                                               # the pooler: the loss does not read it
+            assert s["section"] == "pooler", name
+            grad = torch.zeros_like(value)
         if s["key"] in ("query", "key", "value"):
             value, grad = heads(value), heads(grad)
         # The page stores float32: each number rounded to 2**-24 relative; 1e-6 of the tensor's
@@ -294,7 +298,7 @@ def test_a_sequence_classification_head(tmp_path, capsys):
     logits_stage = stage(data, "logits")
     assert logits_stage["dims"] == ["B", "K"] and logits_stage["shape"] == [1, 3]
     assert logits_stage["source"]["file"] == "npbert/modeling/heads/classification.py"
-    assert data["loss"]["label"] == 2 and data["model"]["config"]["K"] == 3
+    assert data["loss"]["labels"] == {"labels": [2]} and data["model"]["config"]["K"] == 3
     assert logits_stage["check"]["forward"]["ok"] and logits_stage["check"]["backward"]["ok"]
 
     hf_config = transformers.BertConfig(**cli_explain.TINY_CONFIG, num_labels=3, attn_implementation="eager")
@@ -319,27 +323,29 @@ def test_a_sequence_classification_head(tmp_path, capsys):
     assert data["loss"]["value"] == pytest.approx(o.loss.item(), rel=1e-12)       # float64 both
     # float32 storage of float64 numbers: 1e-6 of the largest |value| (a wrong stage is off by far more)
     for mine, ref in ((decode(logits_stage["value"]), o.logits.detach().numpy()),
-                      (decode(data["loss"]["u"]), seen["pooled"].grad.numpy()),
+                      (decode(data["loss"]["upstream"]["pooler_output"]), seen["pooled"].grad.numpy()),
                       (decode(stage(data, "pooled")["grad"]), seen["pooled"].grad.numpy()),
                       (decode(stage(data, "word")["grad"]), seen["word"].grad.numpy()),
                       (decode(stage(data, "value", 1)["grad"]),
                        seen["value"].grad.reshape(1, -1, 4, 16).permute(0, 2, 1, 3).numpy())):
         np.testing.assert_allclose(mine, ref, rtol=0, atol=1e-6 * (1 + np.abs(ref).max()))
-    assert not decode(data["loss"]["w"]).any()                       # the head reads pooler_output only
+    assert not decode(data["loss"]["upstream"]["last_hidden_state"]).any()   # the head reads pooler_output only
+    assert [t["name"] for t in data["loss"]["terms"]] == ["classification"] and data["loss"]["terms"][0]["count"] == 1
+    assert all(ch["ok"] for ch in data["loss"]["checks"]) and len(data["loss"]["checks"]) == 2
 
 
 def test_label_usage_errors(tmp_path, capsys):
     assert cli.main(["explain", "--random", "--label", "1"]) == 2
     assert "--html" in capsys.readouterr().err
     assert cli.main(["explain", "--random", "--label", "1", "--html", str(tmp_path / "p.html")]) == 2
-    assert "sequence-classification head" in capsys.readouterr().err
+    assert "task head" in capsys.readouterr().err
     npbert.BertModel(npbert.BertConfig(**cli_explain.TINY_CONFIG)).save_pretrained(tmp_path / "m")
     (tmp_path / "m" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
     assert cli.main(["explain", "--model", str(tmp_path / "m"), "--label", "0", "--html", str(tmp_path / "p.html")]) == 2
-    assert "BertModel" in capsys.readouterr().err
+    assert "task head" in capsys.readouterr().err
     head = npbert.BertForSequenceClassification(npbert.BertConfig(**cli_explain.TINY_CONFIG, num_labels=2))
     head.save_pretrained(tmp_path / "h")
     (tmp_path / "h" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
     assert cli.main(["explain", "--model", str(tmp_path / "h"), "--label", "2", "--html", str(tmp_path / "p.html")]) == 2
-    assert "num_labels=2" in capsys.readouterr().err
+    assert "the head has 2 classes (0..1)" in capsys.readouterr().err
     assert not (tmp_path / "p.html").exists()

@@ -97,3 +97,31 @@ def test_minilm_page_opens_quickly(browser, minilm_page, tmp_path):
     png = tmp_path / "page.png"
     open_page(browser, path, tmp_path / "profile2", screenshot=png)
     assert png.stat().st_size > 50_000             # a drawn page, not a blank one (a blank PNG is ~10 kB)
+
+
+@pytest.mark.parametrize("cls_name, text, argv, cards, heads", [
+    ("BertForTokenClassification", "the quick brown fox", ["--label=-100,0,1,2,0,-100"], 5 + 12 + 1, ["logits"]),
+    ("BertForQuestionAnswering", "the quick brown fox", ["--label", "2,4"], 5 + 12 + 2, ["start_logits", "end_logits"]),
+    ("BertForSequenceClassification", "the quick brown fox", [], 5 + 12 + 3 + 1, ["logits"]),
+])
+def test_a_heads_outputs_draw(browser, cls_name, text, argv, cards, heads, tmp_path):
+    """The head's output stages, with a label (the loss's gradient beside them) and without (zeros)."""
+    from test_explain_html_heads import head_folder
+    path = tmp_path / "head.html"
+    assert cli.main(["explain", "--model", str(head_folder(tmp_path, cls_name)), "--html", str(path), "--text", text,
+                     *argv]) == 0
+    dom, stderr, _ = open_page(browser, path, tmp_path / "profile", "#selftest=1")
+    attrs = assert_drawn(dom, stderr, n_cards=cards)
+    assert attrs["layer-changes"] == "true" and attrs["head-changes"] == "true"
+    for key in heads:
+        card = re.search(rf'<div class="stage" id="stage-head-{key}">(.*?)(?=<div class="stage" id=|</div>\s*<h2|$)',
+                         dom, re.S).group(1)
+        assert f"({cls_name})" in card and 'class="dim"' in card
+        signatures = re.findall(r'<canvas class="map"[^>]*data-signature="(\d+)"', card)
+        assert len(signatures) == 2
+        nums = re.findall(r'<div class="nums">([^<]*)</div>', card)      # forward, gradient
+        assert len(nums) == 2 and "std 0 " not in nums[0]
+        # a label: d loss / d output, which varies; without one the loss does not read the head: all 0
+        assert ("std 0 " in nums[1]) != bool(argv), nums[1]
+    assert ('data-tensor="upstream.last_hidden_state"' in dom) == bool(argv)
+    assert ('data-tensor="U"' in dom) != bool(argv)
