@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 import npbert
-from npbert.cli.common import CliError, non_negative_int
+from npbert.cli.common import CliError, UsageError, check_checkpoint_dir, non_negative_int
 from npbert.cli.explain_html import write_html
 from npbert.cli.explain_walk import REL_TOL, Checks, gradient_check, walk_forward  # noqa: F401 (REL_TOL: for tests)
 
@@ -80,7 +80,7 @@ def explain_command(args):
     if args.html is not None:
         return write_html(args, load_model, tokenize)
     if args.text_pair is not None or args.label is not None:
-        raise CliError("--text_pair and --label are shown by the page only: add --html OUT.html", status=2)
+        raise UsageError("--text_pair and --label are shown by the page only: add --html OUT.html")
     return explain(args)
 
 
@@ -97,14 +97,16 @@ def _minilm_path():
 def load_model(args, dtype):
     """Returns (model, model_dir or None, description)."""
     if args.model is not None and args.random:
-        raise CliError("--model and --random exclude each other", status=2)
+        raise UsageError("--model and --random exclude each other")
     path = args.model if args.model is not None else (None if args.random else _minilm_path())
     if path is None:
         config = npbert.BertConfig(**TINY_CONFIG)
         model = npbert.BertModel(config, seed=args.seed, dtype=dtype).eval()   # dropout off: explain walks the eval forward
         return model, None, f"a random BertModel (seed {args.seed}) with a built-in vocabulary of {len(TINY_VOCAB)} words"
     if not os.path.exists(path):
-        raise CliError(f"--model {path}: no such file or directory", status=2)
+        raise UsageError(f"--model {path}: no such file or directory")
+    if os.path.isdir(path):                       # a directory that holds no checkpoint: a usage error too
+        check_checkpoint_dir(path, "--model")
     try:
         model = npbert.BertModel.from_pretrained(path, dtype=dtype)
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -154,7 +156,7 @@ def tokenize(text, model_dir, max_length, vocab_size):
     else:
         vocab_file = os.path.join(model_dir, "vocab.txt")
         if not os.path.isfile(vocab_file):
-            raise CliError(f"no vocab.txt in {model_dir}: cannot tokenize the text")
+            raise UsageError(f"no vocab.txt in {model_dir}: cannot tokenize the text")
         BertTokenizer = _bert_tokenizer_class()
         if BertTokenizer is not None:
             tok = BertTokenizer.from_pretrained(model_dir)

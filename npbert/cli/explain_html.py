@@ -28,7 +28,7 @@ import numpy as np
 
 import npbert
 from npbert import reference
-from npbert.cli.common import CliError
+from npbert.cli.common import CliError, UsageError
 from npbert.cli.explain_page import render_page
 from npbert.cli.explain_stages import SECTIONS, run_backward, run_forward, source_line
 from npbert.ops.softmax import softmax_forward
@@ -90,8 +90,8 @@ def pair_tokens(args, model_dir, config, tokenize):
     b, ids_b, _ = tokenize(args.text_pair, model_dir, 10 ** 9, V)        # [CLS] b [SEP]: drop its [CLS]
     tokens = a + b[1:]
     if len(tokens) > P:
-        raise CliError(f"--text and --text_pair make {len(tokens)} tokens, more than the model's "
-                       f"max_position_embeddings={P}: shorten them", status=2)
+        raise UsageError(f"--text and --text_pair make {len(tokens)} tokens, more than the model's "
+                       f"max_position_embeddings={P}: shorten them")
     ids = np.concatenate([ids_a, ids_b[:, 1:]], axis=1)                   # (B, T)
     types = np.concatenate([np.zeros_like(ids_a), np.ones_like(ids_b[:, 1:])], axis=1)   # (B, T): 0 a, 1 b
     return tokens, ids, types, how
@@ -269,14 +269,14 @@ def _head(args, model_dir):
         with open(config_file, encoding="utf-8") as f:
             architectures = json.load(f).get("architectures") or []
     if "BertForSequenceClassification" not in architectures:
-        raise CliError(f"--label needs a checkpoint with a sequence-classification head (config.json "
+        raise UsageError(f"--label needs a checkpoint with a sequence-classification head (config.json "
                        f"\"architectures\": [\"BertForSequenceClassification\"]); "
                        f"{'the random model has none' if model_dir is None else model_dir + ' has ' + str(architectures)}: "
-                       "give such a --model DIR, or leave --label out", status=2)
+                       "give such a --model DIR, or leave --label out")
     head = npbert.BertForSequenceClassification.from_pretrained(model_dir, dtype=np.float64).eval()
     if args.label >= head.config.num_labels:
-        raise CliError(f"--label {args.label}: the head has num_labels={head.config.num_labels} classes, "
-                       f"0 to {head.config.num_labels - 1}", status=2)
+        raise UsageError(f"--label {args.label}: the head has num_labels={head.config.num_labels} classes, "
+                       f"0 to {head.config.num_labels - 1}")
     return head
 
 
@@ -293,9 +293,9 @@ def write_html(args, load_model, tokenize, out=None):
     path = args.html
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise CliError(f"--html {path}: the folder {folder} does not exist", status=2)
+        raise UsageError(f"--html {path}: the folder {folder} does not exist")
     if os.path.isdir(path):
-        raise CliError(f"--html {path}: is a folder; give a file name such as explain.html", status=2)
+        raise UsageError(f"--html {path}: is a folder; give a file name such as explain.html")
     data, checks = build_data(args, path, load_model, tokenize)
     page = render_page(data)
     try:

@@ -18,18 +18,11 @@ import os
 
 import numpy as np
 
-logger = logging.getLogger(__name__)
+# The task names and aliases, and which task a checkpoint's `architectures` entry serves: one
+# table for every command and pipeline (npbert/task_names.py).
+from npbert.task_names import ARCHITECTURE_TASKS, TASK_ALIASES  # noqa: F401  (re-exported)
 
-# The class each task loads, and which task a checkpoint's `architectures` entry serves.
-TASK_ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}
-ARCHITECTURE_TASKS = {
-    "BertForSequenceClassification": "text-classification",
-    "BertForTokenClassification": "token-classification",
-    "BertForQuestionAnswering": "question-answering",
-    "BertForMaskedLM": "fill-mask",
-    "BertForPreTraining": "fill-mask",
-    "BertModel": "feature-extraction",
-}
+logger = logging.getLogger(__name__)
 
 
 def task_of_config(config):
