@@ -142,6 +142,8 @@ TRAINING_HELP = {
     "save_strategy": "when to save a checkpoint-N directory: no, steps or epoch",
     "save_steps": "save every N steps with save_strategy steps",
     "save_total_limit": "keep at most this many checkpoint-N directories (the best one is kept as well)",
+    "save_only_model": "checkpoints hold the model alone, not the optimizer's state: a third of the size with "
+                       "Adam, but training cannot resume from them (a stop on a signal still saves everything)",
     "load_best_model_at_end": "after training, load the checkpoint with the best metric_for_best_model",
     "metric_for_best_model": "the metric that picks the best checkpoint (e.g. f1, accuracy, loss)",
     "greater_is_better": "whether a larger metric_for_best_model is better (default: by its name)",

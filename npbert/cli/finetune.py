@@ -78,9 +78,13 @@ def add_parser(commands):
                                                           + _per_task("per_device_train_batch_size") + ")",
                            "save_total_limit": "keep at most this many checkpoint-N directories, the newest (and "
                                                "the best with load_best_model_at_end); a MiniLM checkpoint with its "
-                                               "optimizer state is about 270 MB"},
+                                               "optimizer state is about 270 MB",
+                           "save_strategy": "when to save a checkpoint-N directory: no, steps (every --save_steps) or "
+                                            "epoch (default: steps, as transformers' Trainer, so a run shorter than "
+                                            "--save_steps keeps the final model only; with --load_best_model_at_end, "
+                                            "when it evaluates)"},
         learning_rate=None, num_train_epochs=None, per_device_train_batch_size=None, eval_strategy="epoch",
-        save_strategy="epoch", save_total_limit=1, logging_steps=10, per_device_eval_batch_size=32)
+        save_strategy=None, save_total_limit=1, logging_steps=10, per_device_eval_batch_size=32)
     p.set_defaults(run=run)
 
 
@@ -139,6 +143,10 @@ def apply_task_defaults(args, config):
     for name in ("learning_rate", "num_train_epochs", "per_device_train_batch_size"):
         if getattr(args, name, None) is None:
             setattr(args, name, defaults[name])
+    if args.save_strategy is None:          # transformers' default; the best model needs a save at each evaluation
+        args.save_strategy = args.eval_strategy if args.load_best_model_at_end else "steps"
+        if args.load_best_model_at_end and args.eval_strategy == "steps":
+            args.save_steps = args.eval_steps or args.logging_steps
     args.max_seq_length = resolve_max_seq_length(args.max_seq_length, config, default=defaults["max_seq_length"],
                                                  where=f" ({args.model_name_or_path})")
     if args.task == "question-answering":

@@ -257,18 +257,19 @@ def test_max_seq_length_against_the_model_and_memory():
 def test_pretrain_refuses_a_huge_max_seq_length_before_cutting_the_corpus(tmp_path, capsys):
     vocab, text = write_vocab(str(tmp_path)), corpus(str(tmp_path))
     common = ["pretrain", "--train_file", text, "--vocab_file", vocab, "--max_steps", "1", "--plot", "false"]
-    assert main(common + ["--output_dir", str(tmp_path / "a"), "--max_seq_length", "100000"]) == 1
+    # a flag the model cannot take is a usage error (2); a --config asking for terabytes, a failure (1)
+    assert main(common + ["--output_dir", str(tmp_path / "a"), "--max_seq_length", "100000"]) == 2
     err = capsys.readouterr().err
     assert "--max_seq_length 100000 is more than the 512 positions of --model_size tiny" in err, err
     cfg = tmp_path / "config.json"
     cfg.write_text(config(max_position_embeddings=200_000).to_json_string())
     assert main(common + ["--output_dir", str(tmp_path / "b"), "--max_seq_length", "100000", "--config",
-                          str(cfg)]) == 1
+                          str(cfg)]) == 2
     err = capsys.readouterr().err
     assert "--max_seq_length 100000 with a batch of 32: one training step keeps about" in err and \
         f"(--config {cfg})" in err, err
     cfg.write_text(config(max_position_embeddings=16).to_json_string())
-    assert main(common + ["--output_dir", str(tmp_path / "c"), "--max_seq_length", "24", "--config", str(cfg)]) == 1
+    assert main(common + ["--output_dir", str(tmp_path / "c"), "--max_seq_length", "24", "--config", str(cfg)]) == 2
     assert "max_position_embeddings (16)" in capsys.readouterr().err
     cfg.write_text(config(num_hidden_layers=10 ** 8).to_json_string())
     assert main(common + ["--output_dir", str(tmp_path / "d"), "--max_seq_length", "24", "--config", str(cfg)]) == 1
