@@ -33,7 +33,7 @@ def run(args):
     L, N = model.config.num_hidden_layers, model.config.num_attention_heads
     if args.layer is not None and not (args.layer < L and args.head < N):
         raise UsageError(f"--layer {args.layer} --head {args.head}: the model has layers 0..{L - 1} and heads "
-                       f"0..{N - 1}")
+                         f"0..{N - 1}")
     limit = model.config.max_position_embeddings
     enc = tokenizer(args.text, args.text_pair, truncation=True, max_length=limit, return_tensors="np")
     full = len(tokenizer(args.text, args.text_pair)["input_ids"])

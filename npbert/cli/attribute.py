@@ -88,8 +88,8 @@ def parse_target(model, tokenizer, text, enc):
     T = len(ids)
     forms = model.attribution_targets or {}
     if "model" in forms:
-        raise UsageError(f"this checkpoint is a {type(model).__name__} (no task head): it predicts nothing to attribute; "
-                       "use --method rollout or flow, or a fine-tuned checkpoint")
+        raise UsageError(f"this checkpoint is a {type(model).__name__} (no task head): it predicts nothing to "
+                         "attribute; use --method rollout or flow, or a fine-tuned checkpoint")
     if not forms:
         raise UsageError(model.attribution_refusal or f"npbert attribute does not handle {type(model).__name__}")
     with npbert.no_grad():
@@ -121,7 +121,7 @@ def parse_target(model, tokenizer, text, enc):
             c = int(text)
         else:
             raise UsageError(f"--target {text!r}: not a label of this model ({', '.join(map(str, label2id))}) "
-                           f"nor an index")
+                             f"nor an index")
         if not 0 <= c < K:
             raise UsageError(f"--target {text}: out of range, the model has labels 0..{K - 1}")
         return c, f"label {model.config.id2label.get(c, c) if label2id else c} (logit {c})"
@@ -162,7 +162,7 @@ def _vocabulary_id(tokenizer, token, text):
     hint = (f"; the tokenizer splits it into {pieces}: give one of those" if pieces and pieces != [token]
             and tokenizer.unk_token not in pieces else "")
     raise UsageError(f"--target {text}: {token!r} is not in the model's vocabulary (it would be read as "
-                   f"{tokenizer.unk_token}){hint}, or a token id (0..{len(tokenizer.vocab) - 1})")
+                     f"{tokenizer.unk_token}){hint}, or a token id (0..{len(tokenizer.vocab) - 1})")
 
 
 def _position(value, T):
@@ -189,8 +189,8 @@ def run(args):
     least = 3 if args.text_pair is None else 5          # [CLS] x [SEP] (y [SEP]): a token of each text
     if args.max_seq_length is not None and args.max_seq_length < least:
         raise UsageError(f"--max_seq_length {args.max_seq_length}: too short; [CLS] and [SEP] take "
-                       f"{least - 1 - (args.text_pair is not None)} of them and at least one token of each text must "
-                       f"fit: give {least} or more")
+                         f"{least - 1 - (args.text_pair is not None)} of them and at least one token of each text must "
+                         f"fit: give {least} or more")
     model, tokenizer = load_model(args)
     try:
         enc = tokenizer(args.text, args.text_pair, truncation=True, max_length=args.max_seq_length,

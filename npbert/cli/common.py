@@ -300,7 +300,7 @@ def resolve_max_seq_length(value, config, flag="--max_seq_length", default=128, 
     if value is not None:
         if value > limit:
             raise UsageError(f"{flag} {value} is more than the model{where} takes: its max_position_embeddings is "
-                           f"{limit}; use {flag} {limit} or less")
+                             f"{limit}; use {flag} {limit} or less")
         return value
     if default > limit:
         print(f"note: the model{where} takes at most {limit} tokens (max_position_embeddings): using "
@@ -328,8 +328,8 @@ def load_checkpoint(model_class, path, flag="--model", dtype=None, require_train
         fresh = [k for k in missing_keys(model, path) if k.startswith(require_trained)]
         if fresh:
             raise UsageError(f"{flag} {path}: the checkpoint has no trained {what or require_trained} "
-                           f"({', '.join(fresh[:3])}{' ...' if len(fresh) > 3 else ''} are not in it): its answers "
-                           f"would come from a randomly initialised head. Use a checkpoint saved with that head")
+                             f"({', '.join(fresh[:3])}{' ...' if len(fresh) > 3 else ''} are not in it): its answers "
+                             f"would come from a randomly initialised head. Use a checkpoint saved with that head")
     for w in caught:
         print(f"note: {one_line(w.message, limit=400)}", file=sys.stderr)
     return model

@@ -63,7 +63,8 @@ def demo_data(args, out, say):
         speeches = speeches[:args.speeches]
     n_held = max(8, int(len(speeches) * HELD_OUT_FRACTION))
     if len(speeches) - n_held < 2 * SPEECHES_PER_DOCUMENT:
-        raise UsageError(f"--speeches {args.speeches}: too few to train on (at least {2 * SPEECHES_PER_DOCUMENT + n_held})")
+        raise UsageError(f"--speeches {args.speeches}: too few to train on "
+                         f"(at least {2 * SPEECHES_PER_DOCUMENT + n_held})")
     train_speeches, held_speeches = speeches[:-n_held], speeches[-n_held:]
     train_txt, held_txt = os.path.join(out, "train.txt"), os.path.join(out, "held_out.txt")
     shakespeare.write_documents(shakespeare.documents(train_speeches, SPEECHES_PER_DOCUMENT), train_txt)

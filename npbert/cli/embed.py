@@ -43,7 +43,7 @@ def sentence_transformers_pooling(path):
     if modes.get("pooling_mode_mean_tokens"):
         return "mean", config
     raise UsageError(f"--model {path}: {config} asks for a pooling npbert embed does not compute "
-                   f"({', '.join(k for k, v in modes.items() if v is True)}); use --pooling mean or cls")
+                     f"({', '.join(k for k, v in modes.items() if v is True)}); use --pooling mean or cls")
 
 
 def embed(model, tokenizer, texts, pooling, normalize):

@@ -91,7 +91,7 @@ def pair_tokens(args, model_dir, config, tokenize):
     tokens = a + b[1:]
     if len(tokens) > P:
         raise UsageError(f"--text and --text_pair make {len(tokens)} tokens, more than the model's "
-                       f"max_position_embeddings={P}: shorten them")
+                         f"max_position_embeddings={P}: shorten them")
     ids = np.concatenate([ids_a, ids_b[:, 1:]], axis=1)                   # (B, T)
     types = np.concatenate([np.zeros_like(ids_a), np.ones_like(ids_b[:, 1:])], axis=1)   # (B, T): 0 a, 1 b
     return tokens, ids, types, how
@@ -270,13 +270,13 @@ def _head(args, model_dir):
             architectures = json.load(f).get("architectures") or []
     if "BertForSequenceClassification" not in architectures:
         raise UsageError(f"--label needs a checkpoint with a sequence-classification head (config.json "
-                       f"\"architectures\": [\"BertForSequenceClassification\"]); "
-                       f"{'the random model has none' if model_dir is None else model_dir + ' has ' + str(architectures)}: "
-                       "give such a --model DIR, or leave --label out")
+                         f"\"architectures\": [\"BertForSequenceClassification\"]); "
+                         f"{'the random model has none' if model_dir is None else model_dir + ' has ' + str(architectures)}: "
+                         "give such a --model DIR, or leave --label out")
     head = npbert.BertForSequenceClassification.from_pretrained(model_dir, dtype=np.float64).eval()
     if args.label >= head.config.num_labels:
         raise UsageError(f"--label {args.label}: the head has num_labels={head.config.num_labels} classes, "
-                       f"0 to {head.config.num_labels - 1}")
+                         f"0 to {head.config.num_labels - 1}")
     return head
 
 

@@ -131,7 +131,7 @@ def actions(args):
             print(f"note: {file_flag} {value} is not used: {flag} was not given", file=sys.stderr)
     if not any(do):
         raise UsageError("nothing to do: give --train_file (and --validation_file / --test_file), or --do_eval / "
-                       "--do_predict with a fine-tuned model")
+                         "--do_predict with a fine-tuned model")
     if args.resume_from_checkpoint and not do[0]:
         raise UsageError("--resume_from_checkpoint continues a training run: it needs --do_train / --train_file")
     return do
@@ -153,7 +153,7 @@ def apply_task_defaults(args, config):
         room = args.max_seq_length - args.max_query_length - 3          # the paragraph's tokens in a window
         if room < 1:
             raise UsageError(f"--max_seq_length {args.max_seq_length} leaves no room for the paragraph after a "
-                           f"question of --max_query_length {args.max_query_length} tokens")
+                             f"question of --max_query_length {args.max_query_length} tokens")
         if args.doc_stride > room:
             print(f"note: --doc_stride {args.doc_stride} is more than the {room} paragraph tokens of a window "
                   f"(max_seq_length {args.max_seq_length} - max_query_length {args.max_query_length} - 3): using "

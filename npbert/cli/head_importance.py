@@ -90,7 +90,7 @@ def run(args):
         # (the model's declarations: a classifier of its logits whose loss is a mean over labelled examples,
         # which is what this command's labelled text file gives it)
         raise UsageError(f"--model {args.model}: head-importance needs a BertForSequenceClassification checkpoint, "
-                       f"this one is {type(model).__name__}")
+                         f"this one is {type(model).__name__}")
     batches, n = load_batches(args, model, tokenizer)
     print(f"head importance of {model.config.num_hidden_layers} x {model.config.num_attention_heads} heads over "
           f"{n} examples ({len(batches)} batches)", file=sys.stderr)

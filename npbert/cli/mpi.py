@@ -68,7 +68,7 @@ def start(command, args=None, argv=None):
         n = launcher_world_size()
         if n is not None and n > 1:
             raise UsageError(f"npbert {command} runs in one process, and {launcher} started {n}: only "
-                           f"`npbert pretrain` and `npbert finetune` run data-parallel; start it without mpiexec")
+                             f"`npbert pretrain` and `npbert finetune` run data-parallel; start it without mpiexec")
         return None
     from npbert.distributed import DistributedError, fingerprint_file, init
     world = init()

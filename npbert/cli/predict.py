@@ -112,7 +112,7 @@ def read_examples(args, task, fmt):
             return out
         if fmt != "table":
             raise UsageError(f"--input {path}: question answering reads a SQuAD .json or a table with question and "
-                           "context columns")
+                             "context columns")
         rows = read_table(path)
         for line, row in rows:
             for k in ("question", "context"):
@@ -290,7 +290,7 @@ def choose_task(args, config):
         if ARCHITECTURE_TASKS.get(name) in TASKS:
             return ARCHITECTURE_TASKS[name]
     raise UsageError(f"--model {args.model}: its config.json names no fine-tuned task (architectures "
-                   f"{getattr(config, 'architectures', None)}); give --task, or fine-tune it first (npbert finetune)")
+                     f"{getattr(config, 'architectures', None)}); give --task, or fine-tune it first (npbert finetune)")
 
 
 def load_for(task, path):
@@ -308,12 +308,12 @@ def check_output(output, input_path):
     """Refuse, before anything runs, an --output that would replace the input or cannot be a file."""
     if os.path.isdir(output):
         raise UsageError(f"--output {output}: is a directory; give the file to write (e.g. "
-                       f"{os.path.join(output, 'predictions.jsonl')})")
+                         f"{os.path.join(output, 'predictions.jsonl')})")
     same = os.path.samefile(output, input_path) if os.path.exists(output) else \
         os.path.realpath(output) == os.path.realpath(input_path)          # (a hard link too)
     if same:
         raise UsageError(f"--output {output} is the --input file: the predictions would replace the examples; "
-                       "write them to another file")
+                         "write them to another file")
     parent = os.path.dirname(os.path.abspath(output))
     if os.path.exists(parent) and not os.path.isdir(parent):
         raise UsageError(f"--output {output}: {parent} is a file, not a directory")

@@ -66,7 +66,7 @@ def load_dataset(path, tokenizer, args, seed_offset=0):
             raise CliError(str(e)) from None
         if tokenizer is not None and ds.vocab_size != len(tokenizer):
             raise UsageError(f"{path} was made with a vocabulary of {ds.vocab_size} tokens; --vocab_file has "
-                           f"{len(tokenizer)}")
+                             f"{len(tokenizer)}")
         return ds
     if tokenizer is None:
         raise UsageError(f"{path} is a text corpus: --vocab_file is needed to tokenize it")
@@ -117,8 +117,8 @@ def model_config(args, vocab_size, max_positions, where="--max_seq_length"):
     else:
         if max_positions > MAX_POSITIONS_OF_SIZES:
             raise UsageError(f"{where} {max_positions} is more than the {MAX_POSITIONS_OF_SIZES} positions of "
-                           f"--model_size {args.model_size} (Google's sizes); give a --config with a larger "
-                           "max_position_embeddings to go further")
+                             f"--model_size {args.model_size} (Google's sizes); give a --config with a larger "
+                             "max_position_embeddings to go further")
         config = config_for_size(args.model_size, vocab_size, max_position_embeddings=max_positions)
     try:
         check_max_seq_length(max_positions, config, where, batch_size=args.per_device_train_batch_size,
@@ -164,7 +164,7 @@ def _run(args, resume_command):
     T = train.features["input_ids"].shape[1]
     if evals is not None and evals.features["input_ids"].shape[1] > T:
         raise UsageError(f"{args.validation_file} has sequences of {evals.features['input_ids'].shape[1]} tokens, "
-                       f"longer than the {T} of {args.train_file}")
+                         f"longer than the {T} of {args.train_file}")
     model = build_model(args, vocab_size, T)
     model.config.gather_masked_lm = args.gather_masked_lm
     collator = default_data_collator

@@ -156,8 +156,8 @@ def _read_record(archive, name, path):
         elif info.file_size > ratio_bound:
             why = f"deflate cannot inflate {info.compress_size} bytes to more than {ratio_bound}"
         else:
-            why = (f"more than the {MAX_RECORD_BYTES >> 20} MiB a state dict's pickle could need (it holds tensor "
-                   "names and records only; the tensors' bytes are in data/)")
+            why = (f"more than the {MAX_RECORD_BYTES >> 20} MiB a state dict's pickle could need: it holds tensor "
+                   "names and records only, the tensors' bytes are in data/")
         raise CheckpointError(f"{path}: zip record {name!r} declares {info.file_size} bytes from "
                               f"{info.compress_size} stored ({why}): refused before reading it (a zip bomb?)")
     parts, total = [], 0
