@@ -176,8 +176,8 @@ def test_bad_model_path(capsys):
 
 def test_model_directory_without_checkpoint(tmp_path, capsys):
     status, _, err = run(["explain", "--model", str(tmp_path)], capsys)
-    assert status == 1
-    assert str(tmp_path) in err and "could not load" in err
+    assert status == 2                                       # the flag names no checkpoint: a usage error
+    assert str(tmp_path) in err and "not a checkpoint directory: no config.json in it" in err
 
 
 def test_bad_model_path_subprocess():
@@ -247,7 +247,7 @@ def test_bad_seed_exits_2(capsys):
 def test_model_directory_without_vocab(tmp_path, capsys):
     npbert.BertModel(npbert.BertConfig(**cli_explain.TINY_CONFIG)).save_pretrained(tmp_path)
     status, _, err = run(["explain", "--model", str(tmp_path)], capsys)
-    assert status == 1
+    assert status == 2                       # a folder without a tokenizer: what was given is wrong
     # the tokenizer is loaded as every command loads it: vocab.txt, or tokenizer.json (transformers 5)
     assert "vocab.txt" in err and "tokenizer.json" in err and str(tmp_path) in err
 

@@ -11,7 +11,12 @@ Every help page shows each flag's default (HelpFormatter).  An error is one line
 naming what was wrong (the file and line, the flag, the field); `--debug` (anywhere on the
 command line, or NPBERT_DEBUG=1) shows the Python traceback instead.
 
-Exit status: 0 success, 1 a failure the command reports, 2 a usage error, 130 interrupted.
+Exit status, the same in every command: 0 success; 2 a usage error, what was typed is wrong
+(argparse's errors and common.UsageError: a flag's value, flags that do not go together, a path
+that does not exist or is not the kind the flag takes, a model of the wrong kind for the
+command); 1 a failure (common.CliError: a file's contents, a corrupt checkpoint, the output
+directory's state, a run that broke, or an error npbert did not foresee); 128 + N after signal N
+(130 Ctrl-C, 143 SIGTERM).
 """
 import importlib
 import os

@@ -4,7 +4,7 @@ with a colour bar, labels that do not overlap, and a CJK font when the text need
 import sys
 import warnings
 
-from npbert.cli.common import CliError, load_checkpoint, load_tokenizer, non_negative_int, one_line
+from npbert.cli.common import CliError, UsageError, load_checkpoint, load_tokenizer, non_negative_int, one_line
 
 
 def add_parser(commands):
@@ -27,13 +27,13 @@ def run(args):
     if not have_matplotlib():
         raise CliError("drawing needs matplotlib: pip install matplotlib (or pip install npbert[plot])")
     if (args.layer is None) != (args.head is None):
-        raise CliError("give both --layer and --head (one head), or neither (the grid)")
+        raise UsageError("give both --layer and --head (one head), or neither (the grid)")
     model = load_checkpoint(npbert.BertModel, args.model)
     tokenizer = load_tokenizer(args.model)
     L, N = model.config.num_hidden_layers, model.config.num_attention_heads
     if args.layer is not None and not (args.layer < L and args.head < N):
-        raise CliError(f"--layer {args.layer} --head {args.head}: the model has layers 0..{L - 1} and heads "
-                       f"0..{N - 1}")
+        raise UsageError(f"--layer {args.layer} --head {args.head}: the model has layers 0..{L - 1} and heads "
+                         f"0..{N - 1}")
     limit = model.config.max_position_embeddings
     enc = tokenizer(args.text, args.text_pair, truncation=True, max_length=limit, return_tensors="np")
     full = len(tokenizer(args.text, args.text_pair)["input_ids"])

@@ -15,7 +15,7 @@ network) or a PNG (needs matplotlib).  Every method is npbert.interpret's (docs/
 import os
 import sys
 
-from npbert.cli.common import CliError, positive_int
+from npbert.cli.common import CliError, UsageError, positive_int
 
 METHODS = ("ig", "saliency", "input_x_gradient", "conductance", "rollout", "flow", "grad_rollout")
 
@@ -88,10 +88,10 @@ def parse_target(model, tokenizer, text, enc):
     T = len(ids)
     forms = model.attribution_targets or {}
     if "model" in forms:
-        raise CliError(f"this checkpoint is a {type(model).__name__} (no task head): it predicts nothing to attribute; "
-                       "use --method rollout or flow, or a fine-tuned checkpoint")
+        raise UsageError(f"this checkpoint is a {type(model).__name__} (no task head): it predicts nothing to "
+                         "attribute; use --method rollout or flow, or a fine-tuned checkpoint")
     if not forms:
-        raise CliError(model.attribution_refusal or f"npbert attribute does not handle {type(model).__name__}")
+        raise UsageError(model.attribution_refusal or f"npbert attribute does not handle {type(model).__name__}")
     with npbert.no_grad():
         out = model(**{k: enc[k] for k in ("input_ids", "token_type_ids", "attention_mask")})
     if "token" in forms:                           # a masked LM (pre-training too): a token at a position
@@ -99,7 +99,7 @@ def parse_target(model, tokenizer, text, enc):
         if text is None:
             masks = np.flatnonzero(ids == tokenizer.mask_token_id)
             if not len(masks):
-                raise CliError("the text has no [MASK]: give --target POSITION:TOKEN")
+                raise UsageError("the text has no [MASK]: give --target POSITION:TOKEN")
             position = int(masks[0])
             token = int(np.argmax(logits[0, position]))
         else:
@@ -107,7 +107,7 @@ def parse_target(model, tokenizer, text, enc):
             position = _position(position, T)
             token = int(token) if str(token).isdigit() else _vocabulary_id(tokenizer, str(token), text)
         if not 0 <= token < model.config.vocab_size:
-            raise CliError(f"--target {text}: token id {token} is outside the vocabulary")
+            raise UsageError(f"--target {text}: token id {token} is outside the vocabulary")
         return (position, token), f"token {tokenizer.convert_ids_to_tokens(token)!r} at position {position}"
     if "class" in forms:
         logits = out[forms["class"]]
@@ -120,15 +120,15 @@ def parse_target(model, tokenizer, text, enc):
         elif text.lstrip("-").isdigit():
             c = int(text)
         else:
-            raise CliError(f"--target {text!r}: not a label of this model ({', '.join(map(str, label2id))}) "
-                           f"nor an index")
+            raise UsageError(f"--target {text!r}: not a label of this model ({', '.join(map(str, label2id))}) "
+                             f"nor an index")
         if not 0 <= c < K:
-            raise CliError(f"--target {text}: out of range, the model has labels 0..{K - 1}")
+            raise UsageError(f"--target {text}: out of range, the model has labels 0..{K - 1}")
         return c, f"label {model.config.id2label.get(c, c) if label2id else c} (logit {c})"
     if "span" in forms:
         side, position = ("start", int(np.argmax(out.start_logits[0]))) if text is None else _pair(text, "start|end")
         if side not in ("start", "end"):
-            raise CliError(f"--target {text!r}: give start:POSITION or end:POSITION")
+            raise UsageError(f"--target {text!r}: give start:POSITION or end:POSITION")
         return (side, _position(position, T)), f"{side} logit at position {position}"
     if "token_class" in forms:
         logits = out[forms["token_class"]]
@@ -141,15 +141,15 @@ def parse_target(model, tokenizer, text, enc):
             label2id = {v: k for k, v in model.config.id2label.items()}
             label = label2id.get(label, int(label) if str(label).isdigit() else -1)
         if not 0 <= label < logits.shape[-1]:
-            raise CliError(f"--target {text}: not a label of this model")
+            raise UsageError(f"--target {text}: not a label of this model")
         return (position, label), f"label {model.config.id2label.get(label, label)} at position {position}"
-    raise CliError(f"npbert attribute does not handle {type(model).__name__}")
+    raise UsageError(f"npbert attribute does not handle {type(model).__name__}")
 
 
 def _pair(text, form):
     left, sep, right = text.partition(":")
     if not sep:
-        raise CliError(f"--target {text!r}: give {form}")
+        raise UsageError(f"--target {text!r}: give {form}")
     return left, (int(right) if right.lstrip("-").isdigit() else right)
 
 
@@ -161,17 +161,17 @@ def _vocabulary_id(tokenizer, token, text):
     pieces = tokenizer.tokenize(token)
     hint = (f"; the tokenizer splits it into {pieces}: give one of those" if pieces and pieces != [token]
             and tokenizer.unk_token not in pieces else "")
-    raise CliError(f"--target {text}: {token!r} is not in the model's vocabulary (it would be read as "
-                   f"{tokenizer.unk_token}){hint}, or a token id (0..{len(tokenizer.vocab) - 1})", status=2)
+    raise UsageError(f"--target {text}: {token!r} is not in the model's vocabulary (it would be read as "
+                     f"{tokenizer.unk_token}){hint}, or a token id (0..{len(tokenizer.vocab) - 1})")
 
 
 def _position(value, T):
     try:
         position = int(value)
     except ValueError:
-        raise CliError(f"--target: position {value!r} is not an integer") from None
+        raise UsageError(f"--target: position {value!r} is not an integer") from None
     if not 0 <= position < T:
-        raise CliError(f"--target: position {position} is out of range, the input has {T} tokens (0..{T - 1})")
+        raise UsageError(f"--target: position {position} is out of range, the input has {T} tokens (0..{T - 1})")
     return position
 
 
@@ -179,7 +179,7 @@ def run(args):
     import npbert.interpret as ni
     ext = os.path.splitext(args.output)[1].lower()
     if ext not in (".png", ".html"):
-        raise CliError(f"--output {args.output}: give a .png or .html file")
+        raise UsageError(f"--output {args.output}: give a .png or .html file")
     if ext == ".png":
         try:
             import matplotlib  # noqa: F401
@@ -188,15 +188,15 @@ def run(args):
                            "FILE.html") from None
     least = 3 if args.text_pair is None else 5          # [CLS] x [SEP] (y [SEP]): a token of each text
     if args.max_seq_length is not None and args.max_seq_length < least:
-        raise CliError(f"--max_seq_length {args.max_seq_length}: too short; [CLS] and [SEP] take "
-                       f"{least - 1 - (args.text_pair is not None)} of them and at least one token of each text must "
-                       f"fit: give {least} or more", status=2)
+        raise UsageError(f"--max_seq_length {args.max_seq_length}: too short; [CLS] and [SEP] take "
+                         f"{least - 1 - (args.text_pair is not None)} of them and at least one token of each text must "
+                         f"fit: give {least} or more")
     model, tokenizer = load_model(args)
     try:
         enc = tokenizer(args.text, args.text_pair, truncation=True, max_length=args.max_seq_length,
                         return_tensors="np", return_special_tokens_mask=True)
     except ValueError as e:
-        raise CliError(f"--max_seq_length {args.max_seq_length}: {e}", status=2) from None
+        raise UsageError(f"--max_seq_length {args.max_seq_length}: {e}") from None
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist())
     notes = []
     try:

@@ -1,7 +1,7 @@
 """`npbert build-vocab`: learn a WordPiece vocabulary from text files (npbert/data/vocab.py)."""
 import os
 
-from npbert.cli.common import CliError, positive_int
+from npbert.cli.common import CliError, UsageError, positive_int
 
 
 def add_parser(commands):
@@ -23,7 +23,7 @@ def run(args):
     from npbert.data.vocab import build_vocab
     for path in args.input_file:
         if not os.path.isfile(path):
-            raise CliError(f"--input_file {path}: no such file")
+            raise UsageError(f"--input_file {path}: no such file")
     try:
         vocab = build_vocab(args.input_file, args.vocab_size, args.output_file, args.do_lower_case,
                             args.min_frequency, args.limit_alphabet)

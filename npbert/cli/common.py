@@ -9,11 +9,23 @@ import sys
 
 
 class CliError(Exception):
-    """A problem the user can fix (a bad path, a bad option); printed without a traceback."""
+    """A problem the command reports in one line, without a traceback: by default a failure (exit
+    status 1): something the command met is wrong (a file's contents, a corrupt checkpoint, the
+    output directory's state, a run that broke, a missing package).  See UsageError."""
 
     def __init__(self, message, status=1):
         super().__init__(message)
         self.status = status
+
+
+class UsageError(CliError):
+    """What was typed is wrong (exit status 2, as argparse's own errors): a flag's value, flags
+    that do not go together or are missing, a path that does not exist or is not the kind the
+    flag takes, a model or file of the wrong kind for the command or task.  The fix is a
+    change to the command line; the message names the flag."""
+
+    def __init__(self, message):
+        super().__init__(message, status=2)
 
 
 def one_line(text, limit=600):
@@ -25,8 +37,13 @@ def one_line(text, limit=600):
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Descriptions as written (the format lists of finetune / predict keep their lines), and
-    every option's default at the end of its help: "(default: 128)"."""
+    """Descriptions as written (the format lists of finetune / predict keep their lines), every
+    option's default at the end of its help: "(default: 128)", and help lines broken between
+    words only (a task name such as question-answering stays whole)."""
+
+    def _split_lines(self, text, width):
+        import textwrap
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
     def _get_help_string(self, action):
         text = action.help or ""
@@ -70,6 +87,31 @@ def positive_int(text):
     return value
 
 
+# The command that runs a task another command does not (for the --task error).
+TASK_ELSEWHERE = {"fill-mask": "npbert pretrain trains a masked LM; npbert predict --task fill-mask and "
+                               "npbert fill-mask use one",
+                  "feature-extraction": "npbert embed gives a text's vector",
+                  "multiple-choice": "npbert finetune and npbert predict run it"}
+
+
+def add_task_argument(parser, command, tasks, required=False, help=""):
+    """`--task` with the names of npbert/task_names.py: each of `tasks` (canonical names) or one of
+    its aliases, stored as the canonical name.  Any other name is a one-line usage error listing
+    the names this command takes, and which command runs the task when another one does."""
+    from npbert.task_names import TASKS, canonical_task, describe_tasks, task_names
+
+    def task(text):
+        name = canonical_task(text)
+        if name in tasks:
+            return name
+        hint = f" ({TASK_ELSEWHERE[name]})" if name in TASKS and name in TASK_ELSEWHERE else ""
+        raise argparse.ArgumentTypeError(f"npbert {command} does not run {text!r}{hint}; give one of "
+                                         f"{describe_tasks(tasks)}")
+    parser.add_argument("--task", type=task, required=required, metavar="TASK",
+                        help=f"{help}: {describe_tasks(tasks)}".lstrip(": "))
+    return task_names(tasks)
+
+
 def _bool(text):
     if text.lower() in ("1", "true", "yes", "y"):
         return True
@@ -100,6 +142,8 @@ TRAINING_HELP = {
     "save_strategy": "when to save a checkpoint-N directory: no, steps or epoch",
     "save_steps": "save every N steps with save_strategy steps",
     "save_total_limit": "keep at most this many checkpoint-N directories (the best one is kept as well)",
+    "save_only_model": "checkpoints hold the model alone, not the optimizer's state: a third of the size with "
+                       "Adam, but training cannot resume from them (a stop on a signal still saves everything)",
     "load_best_model_at_end": "after training, load the checkpoint with the best metric_for_best_model",
     "metric_for_best_model": "the metric that picks the best checkpoint (e.g. f1, accuracy, loss)",
     "greater_is_better": "whether a larger metric_for_best_model is better (default: by its name)",
@@ -158,7 +202,7 @@ def training_arguments(args, output_dir, **overrides):
     try:
         return TrainingArguments(output_dir=output_dir, **values)
     except ValueError as e:
-        raise CliError(str(e)) from None
+        raise UsageError(str(e)) from None
 
 
 def resume_command(command, argv=None):
@@ -212,14 +256,36 @@ def training_run(command, output_dir, overwrite_output_dir=False, resume_from_ch
 
 
 # ---- checkpoints -------------------------------------------------------------------------------
-def read_model_config(path, flag="--model"):
-    """The BertConfig of a checkpoint directory; a CliError naming the flag when there is none."""
+CHECKPOINT_HOLDS = "a checkpoint directory holds config.json, the weights and vocab.txt"
+
+
+def check_checkpoint_dir(path, flag="--model", weights=True, vocabulary=False):
+    """A UsageError when `path` is not a checkpoint directory: missing, a file, or without a
+    config (or weights file, or vocabulary, when asked): the flag names the wrong thing.  A
+    checkpoint whose files are there but wrong is the loaders' to report (a failure, status 1)."""
     import os
 
-    from npbert.config import BertConfig
+    from npbert.io import CheckpointError, find_weights_file
     if not os.path.isdir(path):
-        raise CliError(f"{flag} {path}: not a directory (a checkpoint directory holds config.json, the weights "
-                       "and vocab.txt)")
+        why = "no such directory" if not os.path.exists(path) else "not a directory"
+        raise UsageError(f"{flag} {path}: {why} ({CHECKPOINT_HOLDS})")
+    if not any(os.path.isfile(os.path.join(path, n)) for n in ("config.json", "bert_config.json")):
+        raise UsageError(f"{flag} {path}: not a checkpoint directory: no config.json in it ({CHECKPOINT_HOLDS})")
+    if weights:
+        try:
+            find_weights_file(path)
+        except CheckpointError:
+            raise UsageError(f"{flag} {path}: not a checkpoint directory: no weights file in it (model.safetensors, "
+                             f"pytorch_model.bin, tf_model.h5, ...; {CHECKPOINT_HOLDS})") from None
+    if vocabulary and not any(os.path.isfile(os.path.join(path, n)) for n in ("vocab.txt", "tokenizer.json")):
+        raise UsageError(f"{flag} {path}: no vocab.txt (or tokenizer.json) in it to tokenize the text with")
+
+
+def read_model_config(path, flag="--model"):
+    """The BertConfig of a checkpoint directory; a UsageError naming the flag when there is none,
+    a CliError when it cannot be read."""
+    from npbert.config import BertConfig
+    check_checkpoint_dir(path, flag, weights=False)
     try:
         return BertConfig.from_pretrained(path)
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -233,8 +299,8 @@ def resolve_max_seq_length(value, config, flag="--max_seq_length", default=128, 
     limit = int(config.max_position_embeddings)
     if value is not None:
         if value > limit:
-            raise CliError(f"{flag} {value} is more than the model{where} takes: its max_position_embeddings is "
-                           f"{limit}; use {flag} {limit} or less")
+            raise UsageError(f"{flag} {value} is more than the model{where} takes: its max_position_embeddings is "
+                             f"{limit}; use {flag} {limit} or less")
         return value
     if default > limit:
         print(f"note: the model{where} takes at most {limit} tokens (max_position_embeddings): using "
@@ -248,13 +314,10 @@ def load_checkpoint(model_class, path, flag="--model", dtype=None, require_train
     printed as notes, its errors a CliError naming the flag.  `require_trained`: a key prefix
     (e.g. "cls.predictions.") that must come from the checkpoint, not be initialized fresh:
     `what` then says what the command cannot do with a random one."""
-    import os
     import warnings
 
     import numpy as np
-    if not os.path.isdir(path):
-        raise CliError(f"{flag} {path}: not a directory (a checkpoint directory holds config.json, the weights "
-                       "and vocab.txt)")
+    check_checkpoint_dir(path, flag)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -264,9 +327,9 @@ def load_checkpoint(model_class, path, flag="--model", dtype=None, require_train
     if require_trained:
         fresh = [k for k in missing_keys(model, path) if k.startswith(require_trained)]
         if fresh:
-            raise CliError(f"{flag} {path}: the checkpoint has no trained {what or require_trained} "
-                           f"({', '.join(fresh[:3])}{' ...' if len(fresh) > 3 else ''} are not in it): its answers "
-                           f"would come from a randomly initialised head. Use a checkpoint saved with that head")
+            raise UsageError(f"{flag} {path}: the checkpoint has no trained {what or require_trained} "
+                             f"({', '.join(fresh[:3])}{' ...' if len(fresh) > 3 else ''} are not in it): its answers "
+                             f"would come from a randomly initialised head. Use a checkpoint saved with that head")
     for w in caught:
         print(f"note: {one_line(w.message, limit=400)}", file=sys.stderr)
     return model
@@ -290,6 +353,10 @@ def load_tokenizer(path, flag="--model", **kwargs):
 
     import npbert
     from npbert.config import BertConfig
+    if not os.path.exists(path):
+        raise UsageError(f"{flag} {path}: no such directory ({CHECKPOINT_HOLDS})")
+    if os.path.isdir(path) and not any(os.path.isfile(os.path.join(path, n)) for n in ("vocab.txt", "tokenizer.json")):
+        raise UsageError(f"{flag} {path}: no vocab.txt (or tokenizer.json) in it to tokenize the text with")
     try:
         tokenizer = npbert.BertTokenizer.from_pretrained(path, **kwargs)
     except (OSError, ValueError, KeyError, TypeError) as e:

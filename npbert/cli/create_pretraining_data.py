@@ -5,7 +5,7 @@ import os
 import random
 import sys
 
-from npbert.cli.common import CliError, non_negative_int, positive_int
+from npbert.cli.common import CliError, UsageError, non_negative_int, positive_int
 
 
 def _bool(s):
@@ -51,7 +51,7 @@ def expand_inputs(pattern):
     for part in pattern.split(","):
         matched = sorted(glob.glob(part))
         if not matched:
-            raise CliError(f"--input_file {part}: no such file")
+            raise UsageError(f"--input_file {part}: no such file")
         files.extend(matched)
     return files
 
@@ -73,9 +73,9 @@ def run(args):
     import npbert
     from npbert.data import write_features
     if not os.path.isfile(args.vocab_file):
-        raise CliError(f"--vocab_file {args.vocab_file}: no such file")
+        raise UsageError(f"--vocab_file {args.vocab_file}: no such file")
     if not 0.0 <= args.masked_lm_prob <= 1.0 or not 0.0 <= args.short_seq_prob <= 1.0:
-        raise CliError("--masked_lm_prob and --short_seq_prob are probabilities in [0, 1]")
+        raise UsageError("--masked_lm_prob and --short_seq_prob are probabilities in [0, 1]")
     tokenizer = npbert.BertTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
     files = expand_inputs(args.input_file)
     print(f"reading {len(files)} file(s), dupe_factor {args.dupe_factor} ...", file=sys.stderr)

@@ -19,7 +19,7 @@ the evidence that it learned, the way the field reports it.
 import os
 import time
 
-from npbert.cli.common import CliError, non_negative_int, positive_int
+from npbert.cli.common import CliError, UsageError, non_negative_int, positive_int
 
 
 def add_parser(commands):
@@ -115,7 +115,7 @@ def _prepare_output_dir(out):
     """The output directory, emptied of a previous demo's results (only the files the demo writes)."""
     import shutil
     if os.path.exists(out) and not os.path.isdir(out):
-        raise CliError(f"--output_dir {out}: a file of that name exists")
+        raise UsageError(f"--output_dir {out}: a file of that name exists")
     os.makedirs(out, exist_ok=True)
     written = ("model", "run", "finetune-pretrained", "finetune-random_init")
     replaced = [name for name in ("results.json",) + written if os.path.exists(os.path.join(out, name))]

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from npbert.cli.common import CliError
+from npbert.cli.common import CliError, UsageError
 
 HELD_OUT_FRACTION = 0.05          # the last 5 % of the speeches: text the model never trains on
 SPEECHES_PER_DOCUMENT = 8         # a stretch of one scene: real continuations for next-sentence pairs
@@ -57,13 +57,14 @@ def demo_data(args, out, say):
     from npbert.training import default_data_collator
 
     if not 0.0 < args.mlm_probability < 1.0:
-        raise CliError(f"--mlm_probability must be between 0 and 1, got {args.mlm_probability}")
+        raise UsageError(f"--mlm_probability must be between 0 and 1, got {args.mlm_probability}")
     speeches = shakespeare.read_speeches()
     if args.speeches:
         speeches = speeches[:args.speeches]
     n_held = max(8, int(len(speeches) * HELD_OUT_FRACTION))
     if len(speeches) - n_held < 2 * SPEECHES_PER_DOCUMENT:
-        raise CliError(f"--speeches {args.speeches}: too few to train on (at least {2 * SPEECHES_PER_DOCUMENT + n_held})")
+        raise UsageError(f"--speeches {args.speeches}: too few to train on "
+                         f"(at least {2 * SPEECHES_PER_DOCUMENT + n_held})")
     train_speeches, held_speeches = speeches[:-n_held], speeches[-n_held:]
     train_txt, held_txt = os.path.join(out, "train.txt"), os.path.join(out, "held_out.txt")
     shakespeare.write_documents(shakespeare.documents(train_speeches, SPEECHES_PER_DOCUMENT), train_txt)

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from npbert.cli.common import CliError, load_checkpoint, load_tokenizer
+from npbert.cli.common import CliError, UsageError, load_checkpoint, load_tokenizer
 
 POOLINGS = ("mean", "cls")
 
@@ -42,8 +42,8 @@ def sentence_transformers_pooling(path):
         return "cls", config
     if modes.get("pooling_mode_mean_tokens"):
         return "mean", config
-    raise CliError(f"--model {path}: {config} asks for a pooling npbert embed does not compute "
-                   f"({', '.join(k for k, v in modes.items() if v is True)}); use --pooling mean or cls")
+    raise UsageError(f"--model {path}: {config} asks for a pooling npbert embed does not compute "
+                     f"({', '.join(k for k, v in modes.items() if v is True)}); use --pooling mean or cls")
 
 
 def embed(model, tokenizer, texts, pooling, normalize):

@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 import npbert
-from npbert.cli.common import CliError, load_tokenizer, non_negative_int
+from npbert.cli.common import CliError, UsageError, check_checkpoint_dir, load_tokenizer, non_negative_int
 from npbert.cli.explain_html import write_html
 from npbert.cli.explain_walk import REL_TOL, Checks, gradient_check, walk_forward  # noqa: F401 (REL_TOL: for tests)
 
@@ -88,8 +88,7 @@ def explain_command(args):
     if args.html is not None:
         return write_html(args, load_model, tokenize)
     if args.text_pair is not None or args.label is not None or args.next_sentence_label is not None:
-        raise CliError("--text_pair, --label and --next_sentence_label are shown by the page only: add --html OUT.html",
-                       status=2)
+        raise UsageError("--text_pair, --label and --next_sentence_label are shown by the page only: add --html OUT.html")
     return explain(args)
 
 
@@ -107,14 +106,16 @@ def load_model(args, dtype, add_pooling_layer=True):
     """Returns (model, model_dir or None, description).  add_pooling_layer=False: a checkpoint
     without a pooler (a token-classification, question-answering or masked-LM head's)."""
     if args.model is not None and args.random:
-        raise CliError("--model and --random exclude each other", status=2)
+        raise UsageError("--model and --random exclude each other")
     path = args.model if args.model is not None else (None if args.random else _minilm_path())
     if path is None:
         config = npbert.BertConfig(**TINY_CONFIG)
         model = npbert.BertModel(config, seed=args.seed, dtype=dtype).eval()   # dropout off: explain walks the eval forward
         return model, None, f"a random BertModel (seed {args.seed}) with a built-in vocabulary of {len(TINY_VOCAB)} words"
     if not os.path.exists(path):
-        raise CliError(f"--model {path}: no such file or directory", status=2)
+        raise UsageError(f"--model {path}: no such file or directory")
+    if os.path.isdir(path):                       # a directory that holds no checkpoint: a usage error too
+        check_checkpoint_dir(path, "--model")
     try:
         model = npbert.BertModel.from_pretrained(path, dtype=dtype, add_pooling_layer=add_pooling_layer)
     except (OSError, ValueError, KeyError, TypeError) as e:

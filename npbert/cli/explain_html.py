@@ -30,7 +30,7 @@ import numpy as np
 
 import npbert
 from npbert import reference
-from npbert.cli.common import CliError, load_checkpoint
+from npbert.cli.common import CliError, UsageError, load_checkpoint
 from npbert.cli.explain_heads import (bert_upstream, head_class, head_inputs, head_outputs, loss_gradients, output_dims,
                                       output_source, parse_labels, tied_names)
 from npbert.cli.explain_page import render_page
@@ -94,8 +94,8 @@ def pair_tokens(args, model_dir, config, tokenize):
     b, ids_b, _ = tokenize(args.text_pair, model_dir, 10 ** 9, V)        # [CLS] b [SEP]: drop its [CLS]
     tokens = a + b[1:]
     if len(tokens) > P:
-        raise CliError(f"--text and --text_pair make {len(tokens)} tokens, more than the model's "
-                       f"max_position_embeddings={P}: shorten them", status=2)
+        raise UsageError(f"--text and --text_pair make {len(tokens)} tokens, more than the model's "
+                         f"max_position_embeddings={P}: shorten them")
     ids = np.concatenate([ids_a, ids_b[:, 1:]], axis=1)                   # (B, T)
     types = np.concatenate([np.zeros_like(ids_a), np.ones_like(ids_b[:, 1:])], axis=1)   # (B, T): 0 a, 1 b
     return tokens, ids, types, how
@@ -378,9 +378,9 @@ def write_html(args, load_model, tokenize, out=None):
     path = args.html
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise CliError(f"--html {path}: the folder {folder} does not exist", status=2)
+        raise UsageError(f"--html {path}: the folder {folder} does not exist")
     if os.path.isdir(path):
-        raise CliError(f"--html {path}: is a folder; give a file name such as explain.html", status=2)
+        raise UsageError(f"--html {path}: is a folder; give a file name such as explain.html")
     data, checks = build_data(args, path, load_model, tokenize)
     page = render_page(data)
     try:

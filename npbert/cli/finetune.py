@@ -7,9 +7,11 @@ What runs: --do_train, --do_eval, --do_predict, as transformers' example scripts
 of them, whatever the files given call for.  Without training, the label set is the fine-tuned
 model's own (its config.json), so `--do_predict --test_file F` predicts with a saved model.
 
-Files and the columns read (the first present of each list; or name them with
---text_column_name / --text_pair_column_name / --label_column_name):
-  sequence-classification   .csv / .tsv (a header row), .json / .jsonl (an object a line, or a list)
+Tasks: text-classification (also named sequence-classification or sentiment-analysis),
+token-classification (or ner), multiple-choice, question-answering: the names of npbert predict
+and npbert.pipeline too.  Files and the columns read (the first present of each list; or name
+them with --text_column_name / --text_pair_column_name / --label_column_name):
+  text-classification       .csv / .tsv (a header row), .json / .jsonl (an object a line, or a list)
       text: sentence, text, sentence1, question, content, title
       pair: sentence2 (after sentence1), sentence (after question), text_pair (after text),
             hypothesis (after premise)
@@ -34,17 +36,20 @@ import json
 import os
 import sys
 
-from npbert.cli.common import (CliError, add_training_arguments, load_checkpoint, load_tokenizer, positive_int,
-                               read_model_config, resolve_max_seq_length, training_arguments)
+from npbert.cli.common import (CliError, UsageError, add_task_argument, add_training_arguments, load_checkpoint,
+                               load_tokenizer, positive_int, read_model_config, resolve_max_seq_length,
+                               training_arguments)
 
-TASKS = {"sequence-classification": "sequence_classification", "token-classification": "token_classification",
+# The tasks finetune trains (their names and aliases: npbert/task_names.py, as every command) and
+# the module of each under npbert/tasks/.
+TASKS = {"text-classification": "sequence_classification", "token-classification": "token_classification",
          "multiple-choice": "multiple_choice", "question-answering": "question_answering"}
 PREDICTIONS = "predictions.jsonl"
 
 # Defaults per task, used when the flag is not given.  Measured with all-MiniLM-L6-v2 on the
 # shipped data (docs/finetuning.md has the commands and the figures).
 TASK_DEFAULTS = {
-    "sequence-classification": dict(learning_rate=1e-4, num_train_epochs=5.0, per_device_train_batch_size=16,
+    "text-classification": dict(learning_rate=1e-4, num_train_epochs=5.0, per_device_train_batch_size=16,
                                     max_seq_length=128),
     "token-classification": dict(learning_rate=3e-4, num_train_epochs=3.0, per_device_train_batch_size=16,
                                  max_seq_length=128),
@@ -73,15 +78,19 @@ def add_parser(commands):
                                                           + _per_task("per_device_train_batch_size") + ")",
                            "save_total_limit": "keep at most this many checkpoint-N directories, the newest (and "
                                                "the best with load_best_model_at_end); a MiniLM checkpoint with its "
-                                               "optimizer state is about 270 MB"},
+                                               "optimizer state is about 270 MB",
+                           "save_strategy": "when to save a checkpoint-N directory: no, steps (every --save_steps) or "
+                                            "epoch (default: steps, as transformers' Trainer, so a run shorter than "
+                                            "--save_steps keeps the final model only; with --load_best_model_at_end, "
+                                            "when it evaluates)"},
         learning_rate=None, num_train_epochs=None, per_device_train_batch_size=None, eval_strategy="epoch",
-        save_strategy="epoch", save_total_limit=1, logging_steps=10, per_device_eval_batch_size=32)
+        save_strategy=None, save_total_limit=1, logging_steps=10, per_device_eval_batch_size=32)
     p.set_defaults(run=run)
 
 
 def add_run_arguments(p):
     """The task, the model, the files, what to run (the flags before the task-specific ones)."""
-    p.add_argument("--task", choices=list(TASKS), required=True, help="what to fine-tune for")
+    add_task_argument(p, "finetune", tuple(TASKS), required=True, help="what to fine-tune for")
     p.add_argument("--model_name_or_path", required=True, metavar="DIR",
                    help="a checkpoint directory (config.json, weights, vocab.txt); a pre-trained encoder for "
                         "training, or a fine-tuned model for --do_eval / --do_predict alone")
@@ -115,14 +124,16 @@ def actions(args):
                                               ("--train_file", "--validation_file", "--test_file"),
                                               (args.train_file, args.validation_file, args.test_file)):
         if wanted and not value:
-            raise CliError(f"{flag} needs {file_flag}", status=2)
+            raise UsageError(f"{flag} needs {file_flag}")
+        if wanted and not os.path.isfile(value):
+            raise UsageError(f"{file_flag} {value}: {'not a file' if os.path.exists(value) else 'no such file'}")
         if value and not wanted:
             print(f"note: {file_flag} {value} is not used: {flag} was not given", file=sys.stderr)
     if not any(do):
-        raise CliError("nothing to do: give --train_file (and --validation_file / --test_file), or --do_eval / "
-                       "--do_predict with a fine-tuned model", status=2)
+        raise UsageError("nothing to do: give --train_file (and --validation_file / --test_file), or --do_eval / "
+                         "--do_predict with a fine-tuned model")
     if args.resume_from_checkpoint and not do[0]:
-        raise CliError("--resume_from_checkpoint continues a training run: it needs --do_train / --train_file", status=2)
+        raise UsageError("--resume_from_checkpoint continues a training run: it needs --do_train / --train_file")
     return do
 
 
@@ -132,13 +143,17 @@ def apply_task_defaults(args, config):
     for name in ("learning_rate", "num_train_epochs", "per_device_train_batch_size"):
         if getattr(args, name, None) is None:
             setattr(args, name, defaults[name])
+    if args.save_strategy is None:          # transformers' default; the best model needs a save at each evaluation
+        args.save_strategy = args.eval_strategy if args.load_best_model_at_end else "steps"
+        if args.load_best_model_at_end and args.eval_strategy == "steps":
+            args.save_steps = args.eval_steps or args.logging_steps
     args.max_seq_length = resolve_max_seq_length(args.max_seq_length, config, default=defaults["max_seq_length"],
                                                  where=f" ({args.model_name_or_path})")
     if args.task == "question-answering":
         room = args.max_seq_length - args.max_query_length - 3          # the paragraph's tokens in a window
         if room < 1:
-            raise CliError(f"--max_seq_length {args.max_seq_length} leaves no room for the paragraph after a "
-                           f"question of --max_query_length {args.max_query_length} tokens")
+            raise UsageError(f"--max_seq_length {args.max_seq_length} leaves no room for the paragraph after a "
+                             f"question of --max_query_length {args.max_query_length} tokens")
         if args.doc_stride > room:
             print(f"note: --doc_stride {args.doc_stride} is more than the {room} paragraph tokens of a window "
                   f"(max_seq_length {args.max_seq_length} - max_query_length {args.max_query_length} - 3): using "
@@ -264,7 +279,7 @@ def _run(args, do_train, do_eval, do_predict):
         evaluate(args, trainer, task, trained=do_train)
     if do_predict:
         if task.write_predictions is None:
-            raise CliError(f"--task {args.task} writes no predictions")
+            raise UsageError(f"--task {args.task} writes no predictions")
         predict(args, trainer, task)
     print(f"saved to {args.output_dir}" if do_train else f"results in {args.output_dir}")
     return 0

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from npbert.cli.common import CliError, non_negative_int, positive_int
+from npbert.cli.common import CliError, UsageError, non_negative_int, positive_int
 
 
 def add_parser(commands):
@@ -46,6 +46,8 @@ def load_batches(args, model, tokenizer):
 
     from npbert.tasks.readers import find_columns, read_table
     from npbert.training import DataCollatorWithPadding
+    if not os.path.isfile(args.validation_file):
+        raise UsageError(f"--validation_file {args.validation_file}: no such file")
     try:
         rows = read_table(args.validation_file)
     except (OSError, ValueError) as e:
@@ -87,8 +89,8 @@ def run(args):
     if model.attribution_targets != {"class": "logits"} or model.regroup_kind(np.zeros(1, np.int64)) != "class":
         # (the model's declarations: a classifier of its logits whose loss is a mean over labelled examples,
         # which is what this command's labelled text file gives it)
-        raise CliError(f"--model {args.model}: head-importance needs a BertForSequenceClassification checkpoint, "
-                       f"this one is {type(model).__name__}")
+        raise UsageError(f"--model {args.model}: head-importance needs a BertForSequenceClassification checkpoint, "
+                         f"this one is {type(model).__name__}")
     batches, n = load_batches(args, model, tokenizer)
     print(f"head importance of {model.config.num_hidden_layers} x {model.config.num_attention_heads} heads over "
           f"{n} examples ({len(batches)} batches)", file=sys.stderr)
@@ -102,7 +104,7 @@ def run(args):
     curve = None
     if args.pruning_points:
         if args.pruning_points < 2:
-            raise CliError("--pruning_points: give 0 (no curve) or at least 2")
+            raise UsageError("--pruning_points: give 0 (no curve) or at least 2")
         curve = ni.pruning_curve(model, batches, importance, points=args.pruning_points,
                                  progress=progress_printer("pruning point"))
         result["pruning_curve"] = {"masked": curve.masked, "loss": curve.loss, "accuracy": curve.accuracy}

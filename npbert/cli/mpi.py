@@ -59,7 +59,7 @@ def start(command, args=None, argv=None):
     the same command line and read the same input files (size and SHA-256 of each --*_file, and of
     the model directory's config.json and vocab.txt): a copy that differs on one machine stops
     every rank with a message naming the file."""
-    from npbert.cli.common import CliError
+    from npbert.cli.common import UsageError
     from npbert.distributed import detect_launcher, launcher_world_size
     launcher = detect_launcher()
     if launcher is None:
@@ -67,8 +67,8 @@ def start(command, args=None, argv=None):
     if command not in TRAINING_COMMANDS:
         n = launcher_world_size()
         if n is not None and n > 1:
-            raise CliError(f"npbert {command} runs in one process, and {launcher} started {n}: only "
-                           f"`npbert pretrain` and `npbert finetune` run data-parallel; start it without mpiexec")
+            raise UsageError(f"npbert {command} runs in one process, and {launcher} started {n}: only "
+                             f"`npbert pretrain` and `npbert finetune` run data-parallel; start it without mpiexec")
         return None
     from npbert.distributed import DistributedError, fingerprint_file, init
     world = init()
@@ -89,7 +89,7 @@ def start(command, args=None, argv=None):
     try:
         world.check_same(fields, what="the command line and the input files")
     except DistributedError as e:        # every rank raises it: a usage error, one line, status 2
-        raise CliError(f"{e}; start every rank with the same flags and the same files", status=2) from None
+        raise UsageError(f"{e}; start every rank with the same flags and the same files") from None
     if world.is_main_process and os.environ.get("OMPI_COMM_WORLD_SIZE"):
         print(f"note: {world.world_size} ranks under Open MPI's mpiexec: to stop after the current step and save, "
               f"send it SIGUSR1 (kill -USR1 {os.getppid()}); a SIGTERM or Ctrl-C to mpiexec ends every rank at once, "

@@ -24,17 +24,12 @@ import os
 import sys
 import time
 
-from npbert.cli.common import (CliError, load_checkpoint, load_tokenizer, positive_int, read_model_config,
-                               resolve_max_seq_length)
+from npbert.cli.common import (CliError, UsageError, add_task_argument, load_checkpoint, load_tokenizer,
+                               positive_int, read_model_config, resolve_max_seq_length)
+from npbert.task_names import ARCHITECTURE_TASKS
 
-TASK_NAMES = {"sequence-classification": "text-classification", "sentiment-analysis": "text-classification",
-              "ner": "token-classification"}
+# The tasks predict runs (their names and aliases: npbert/task_names.py, as every command).
 TASKS = ("text-classification", "token-classification", "question-answering", "multiple-choice", "fill-mask")
-ARCHITECTURES = {"BertForSequenceClassification": "text-classification",
-                 "BertForChunkedSequenceClassification": "text-classification",
-                 "BertForTokenClassification": "token-classification",
-                 "BertForQuestionAnswering": "question-answering", "BertForMultipleChoice": "multiple-choice",
-                 "BertForMaskedLM": "fill-mask", "BertForPreTraining": "fill-mask"}
 FORMATS = ("auto", "table", "squad", "conll", "text")
 
 
@@ -45,8 +40,7 @@ def add_parser(commands):
                                                                   "--output_dir)")
     p.add_argument("--input", required=True, metavar="FILE", help="the examples (formats above)")
     p.add_argument("--output", required=True, metavar="FILE", help="the JSON lines to write")
-    p.add_argument("--task", choices=TASKS + tuple(TASK_NAMES),
-                   help="the task (default: the one the checkpoint's config.json names)")
+    add_task_argument(p, "predict", TASKS, help="the task (default: the one the checkpoint's config.json names)")
     p.add_argument("--input_format", choices=FORMATS, default="auto", help="how to read --input (auto: by extension)")
     p.add_argument("--top_k", type=positive_int, default=5, help="labels, answers or tokens kept per example")
     p.add_argument("--max_seq_length", type=positive_int, default=None,
@@ -117,8 +111,8 @@ def read_examples(args, task, fmt):
                         out.append((qa.get("id"), {"question": qa["question"], "context": paragraph["context"]}))
             return out
         if fmt != "table":
-            raise CliError(f"--input {path}: question answering reads a SQuAD .json or a table with question and "
-                           "context columns", status=2)
+            raise UsageError(f"--input {path}: question answering reads a SQuAD .json or a table with question and "
+                             "context columns")
         rows = read_table(path)
         for line, row in rows:
             for k in ("question", "context"):
@@ -128,10 +122,10 @@ def read_examples(args, task, fmt):
         return [(example_id(row, line), {"question": row["question"], "context": row["context"]}) for line, row in rows]
     if fmt == "conll":
         if task != "token-classification":
-            raise CliError(f"--input {path}: a CoNLL file is for token classification, not {task}", status=2)
+            raise UsageError(f"--input {path}: a CoNLL file is for token classification, not {task}")
         return [(line, words) for line, words, _ in read_conll(path, with_tags=False)]
     if fmt == "squad":
-        raise CliError(f"--input {path}: a SQuAD file is for question answering, not {task}", status=2)
+        raise UsageError(f"--input {path}: a SQuAD file is for question answering, not {task}")
     if fmt == "text":
         return read_lines(path)
     rows = read_table(path)
@@ -291,13 +285,12 @@ def _squad_v2(path):
 
 def choose_task(args, config):
     if args.task:
-        return TASK_NAMES.get(args.task, args.task)
+        return args.task                           # (canonical: add_task_argument)
     for name in getattr(config, "architectures", None) or ():
-        if name in ARCHITECTURES:
-            return ARCHITECTURES[name]
-    raise CliError(f"--model {args.model}: its config.json names no fine-tuned task (architectures "
-                   f"{getattr(config, 'architectures', None)}); give --task, or fine-tune it first (npbert finetune)",
-                   status=2)
+        if ARCHITECTURE_TASKS.get(name) in TASKS:
+            return ARCHITECTURE_TASKS[name]
+    raise UsageError(f"--model {args.model}: its config.json names no fine-tuned task (architectures "
+                     f"{getattr(config, 'architectures', None)}); give --task, or fine-tune it first (npbert finetune)")
 
 
 def load_for(task, path):
@@ -314,16 +307,16 @@ def load_for(task, path):
 def check_output(output, input_path):
     """Refuse, before anything runs, an --output that would replace the input or cannot be a file."""
     if os.path.isdir(output):
-        raise CliError(f"--output {output}: is a directory; give the file to write (e.g. "
-                       f"{os.path.join(output, 'predictions.jsonl')})", status=2)
+        raise UsageError(f"--output {output}: is a directory; give the file to write (e.g. "
+                         f"{os.path.join(output, 'predictions.jsonl')})")
     same = os.path.samefile(output, input_path) if os.path.exists(output) else \
         os.path.realpath(output) == os.path.realpath(input_path)          # (a hard link too)
     if same:
-        raise CliError(f"--output {output} is the --input file: the predictions would replace the examples; "
-                       "write them to another file", status=2)
+        raise UsageError(f"--output {output} is the --input file: the predictions would replace the examples; "
+                         "write them to another file")
     parent = os.path.dirname(os.path.abspath(output))
     if os.path.exists(parent) and not os.path.isdir(parent):
-        raise CliError(f"--output {output}: {parent} is a file, not a directory", status=2)
+        raise UsageError(f"--output {output}: {parent} is a file, not a directory")
 
 
 def check_task_fits(task, config, args):
@@ -336,7 +329,7 @@ def check_task_fits(task, config, args):
         check_architectures(task, getattr(config, "architectures", None), f"--model {args.model}",
                             how="--task {task}", override="--ignore_architectures")
     except ValueError as e:
-        raise CliError(str(e), status=2) from None
+        raise UsageError(str(e)) from None
 
 
 def run(args):
@@ -348,7 +341,7 @@ def run(args):
     args.max_seq_length = resolve_max_seq_length(args.max_seq_length, config, default=default,
                                                  where=f" ({args.model})")
     if not os.path.isfile(args.input):
-        raise CliError(f"--input {args.input}: no such file")
+        raise UsageError(f"--input {args.input}: no such file")
     check_output(args.output, args.input)
     check_task_fits(task, config, args)
     model = load_for(task, args.model)

@@ -13,7 +13,7 @@ and print the command that resumes (see docs/training.md, "Runs").
 import os
 import sys
 
-from npbert.cli.common import CliError, add_training_arguments, non_negative_int, training_arguments
+from npbert.cli.common import CliError, UsageError, add_training_arguments, non_negative_int, training_arguments
 from npbert.cli.create_pretraining_data import add_instance_arguments
 
 
@@ -58,18 +58,18 @@ def load_dataset(path, tokenizer, args, seed_offset=0):
     from npbert.cli.create_pretraining_data import make_features
     from npbert.data import PretrainingDataset
     if not os.path.isfile(path):
-        raise CliError(f"{path}: no such file")
+        raise UsageError(f"{path}: no such file")
     if _is_h5(path):
         try:
             ds = PretrainingDataset(path)
         except ValueError as e:
             raise CliError(str(e)) from None
         if tokenizer is not None and ds.vocab_size != len(tokenizer):
-            raise CliError(f"{path} was made with a vocabulary of {ds.vocab_size} tokens; --vocab_file has "
-                           f"{len(tokenizer)}")
+            raise UsageError(f"{path} was made with a vocabulary of {ds.vocab_size} tokens; --vocab_file has "
+                             f"{len(tokenizer)}")
         return ds
     if tokenizer is None:
-        raise CliError(f"{path} is a text corpus: --vocab_file is needed to tokenize it")
+        raise UsageError(f"{path} is a text corpus: --vocab_file is needed to tokenize it")
     feats, _ = make_features([path], tokenizer, args, rng_seed=args.random_seed + seed_offset)
     return PretrainingDataset(feats)
 
@@ -113,18 +113,18 @@ def model_config(args, vocab_size, max_positions, where="--max_seq_length"):
         except (OSError, ValueError, TypeError) as e:
             raise CliError(f"--config {args.config}: {e}") from None
         if config.vocab_size != vocab_size:
-            raise CliError(f"--config has vocab_size {config.vocab_size}, the data {vocab_size}")
+            raise UsageError(f"--config has vocab_size {config.vocab_size}, the data {vocab_size}")
     else:
         if max_positions > MAX_POSITIONS_OF_SIZES:
-            raise CliError(f"{where} {max_positions} is more than the {MAX_POSITIONS_OF_SIZES} positions of "
-                           f"--model_size {args.model_size} (Google's sizes); give a --config with a larger "
-                           "max_position_embeddings to go further")
+            raise UsageError(f"{where} {max_positions} is more than the {MAX_POSITIONS_OF_SIZES} positions of "
+                             f"--model_size {args.model_size} (Google's sizes); give a --config with a larger "
+                             "max_position_embeddings to go further")
         config = config_for_size(args.model_size, vocab_size, max_position_embeddings=max_positions)
     try:
         check_max_seq_length(max_positions, config, where, batch_size=args.per_device_train_batch_size,
                              dtype=np.dtype(args.dtype))
     except ValueError as e:
-        raise CliError(str(e) + (f" (--config {args.config})" if args.config else "")) from None
+        raise UsageError(str(e) + (f" (--config {args.config})" if args.config else "")) from None
     return config
 
 
@@ -154,7 +154,7 @@ def _run(args, resume_command):
     tokenizer = None
     if args.vocab_file:
         if not os.path.isfile(args.vocab_file):
-            raise CliError(f"--vocab_file {args.vocab_file}: no such file")
+            raise UsageError(f"--vocab_file {args.vocab_file}: no such file")
         tokenizer = npbert.BertTokenizer(args.vocab_file)
     if tokenizer is not None and not _is_h5(args.train_file):
         model_config(args, len(tokenizer), args.max_seq_length)     # checked before the corpus is cut
@@ -163,14 +163,14 @@ def _run(args, resume_command):
     vocab_size = len(tokenizer) if tokenizer else train.vocab_size
     T = train.features["input_ids"].shape[1]
     if evals is not None and evals.features["input_ids"].shape[1] > T:
-        raise CliError(f"{args.validation_file} has sequences of {evals.features['input_ids'].shape[1]} tokens, "
-                       f"longer than the {T} of {args.train_file}")
+        raise UsageError(f"{args.validation_file} has sequences of {evals.features['input_ids'].shape[1]} tokens, "
+                         f"longer than the {T} of {args.train_file}")
     model = build_model(args, vocab_size, T)
     model.config.gather_masked_lm = args.gather_masked_lm
     collator = default_data_collator
     if args.dynamic_masking:
         if tokenizer is None:
-            raise CliError("--dynamic_masking needs --vocab_file")
+            raise UsageError("--dynamic_masking needs --vocab_file")
         train = DynamicMasking(train)
         collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.masked_lm_prob, seed=args.seed)
     targs = training_arguments(args, args.output_dir,

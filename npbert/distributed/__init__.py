@@ -24,10 +24,10 @@ from .gradients import (DEFAULT_BUCKET_BYTES, GradientBuckets, allreduce_gradien
                         check_same_parameters)
 from .loss import add_counts, backward_global_mean, count_loss_items, loss_share
 from .threads import configure_threads, threads_per_rank
-from .launch import detect_launcher, get_world, init, launcher_world_size
+from .launch import describe_world, detect_launcher, get_world, init, launcher_world_size
 from .world import DistributedError, MPIWorld, SingleProcess, fingerprint_file
 
-__all__ = ["init", "get_world", "detect_launcher", "launcher_world_size", "SingleProcess", "MPIWorld",
+__all__ = ["init", "get_world", "describe_world", "detect_launcher", "launcher_world_size", "SingleProcess", "MPIWorld",
            "DistributedError", "fingerprint_file", "broadcast_parameters", "allreduce_gradients", "GradientBuckets",
            "DEFAULT_BUCKET_BYTES", "check_same_parameters", "count_loss_items", "add_counts", "backward_global_mean",
            "loss_share", "Share", "batch_rows", "split_evenly", "epoch_order", "global_batches", "shard_global_batch",

@@ -134,3 +134,35 @@ def _install_excepthook(world):
                     f"(see above); aborting every rank so that none waits for this one")
 
     sys.excepthook = excepthook
+
+
+# ---- what a data-parallel run says when it starts -------------------------------------------------
+def describe_world(world, per_device_train_batch_size, gradient_accumulation_steps=1):
+    """The line rank 0 prints when a data-parallel run starts (the Trainer prints it; every rank
+    must call this, which gathers each rank's threads and machine):
+
+        data parallel: 2 ranks (Open MPI's mpiexec) on 1 machine; per-device batch 4 x 2 ranks x 2
+        accumulation steps = global batch 16 examples per optimizer step; 1 npbert thread and 1 BLAS
+        thread per rank (2 cores shared by 2 ranks on this machine)
+
+    The global batch is what one process would need as per_device_train_batch_size (with the
+    same accumulation) to compute the same steps (docs/data_parallel.md)."""
+    import socket
+    threads = world.threads or {}
+    ranks = world.all_gather_object((threads.get("npbert"), threads.get("blas"), socket.gethostname()))
+    W, P, A = world.world_size, int(per_device_train_batch_size), int(gradient_accumulation_steps)
+    machines = len({host for _, _, host in ranks})
+    launcher = (world.launcher or "MPI").split(" (")[0]
+
+    def per_rank(values, what):
+        known = sorted({v for v in values if v is not None})
+        if not known:
+            return f"{what} threads as the environment sets them"
+        count = f"{known[0]}" if len(known) == 1 else f"{known[0]}..{known[-1]}"
+        return f"{count} {what} thread{'s' if known[-1] > 1 else ''}"
+    accumulation = f" x {A} accumulation steps" if A > 1 else ""
+    how = f" ({threads['how']})" if threads.get("how") else ""
+    return (f"data parallel: {W} ranks ({launcher}) on {machines} machine{'s' if machines > 1 else ''}; "
+            f"per-device batch {P} x {W} ranks{accumulation} = global batch {P * W * A} examples per optimizer "
+            f"step; {per_rank([r[0] for r in ranks], 'npbert')} and {per_rank([r[1] for r in ranks], 'BLAS')} "
+            f"per rank{how}")

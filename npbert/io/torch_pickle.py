@@ -10,10 +10,13 @@ docs/checkpoint_formats.md):
   grow past what the file holds: a storage record must be stored
   uncompressed, its declared size equal to what the pickle declares and
   inside the file (it is memory-mapped, never copied); the small records
-  (``data.pkl``, ``byteorder``) may be compressed, but their declared size is
-  bounded by deflate's largest ratio and `MAX_RECORD_BYTES`.  A zip bomb (a
-  compressed storage, a declared size beyond the entry's) is refused before
-  anything is decompressed.
+  (``data.pkl``, ``byteorder``) may be compressed, but their declared
+  (uncompressed) size in the zip directory is bounded by deflate's largest
+  ratio and by `MAX_RECORD_BYTES` (a state dict's pickle holds names and
+  tensor records only: tens of KB for BERT), and they are inflated in chunks
+  that stop at the declared size.  A zip bomb (a compressed storage, a
+  ``data.pkl`` declaring hundreds of MB, a declared size beyond the entry's or
+  below what the entry inflates to) is refused before it takes memory.
 * **legacy**: five things back to back in one file: a pickled magic number,
   a pickled protocol version (1001), a pickled ``sys_info`` dict, the pickled
   dict, a pickled sorted list of storage keys, then for each key an int64
@@ -42,9 +45,13 @@ from npbert.io.errors import CheckpointError
 from npbert.io.torch_unpickler import _TensorRef, _unpickle
 
 # Bounds on the small zip records (data.pkl, byteorder) read into memory: deflate cannot
-# compress better than about 1032:1, and a state dict's pickle is far below 1 GiB.
+# compress better than about 1032:1, and a state dict's pickle holds only the tensors' names and
+# rebuild records (~150 bytes a tensor: BERT-base's data.pkl is ~30 KB, BERT-large's ~60 KB), so
+# 32 MiB is room for some 200,000 tensors while a bytes object of hundreds of MB is refused from
+# its declared size, before it is inflated.
 DEFLATE_MAX_RATIO = 1032
-MAX_RECORD_BYTES = 1 << 30
+MAX_RECORD_BYTES = 32 << 20
+READ_CHUNK_BYTES = 1 << 20           # a compressed record is inflated this much at a time
 
 LEGACY_MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL_VERSION = 1001
@@ -136,14 +143,35 @@ def _zip_record_offset(mapping, info, source):
 
 
 def _read_record(archive, name, path):
-    """A small record's bytes, its declared size checked first (no zip bomb)."""
+    """A small record's bytes.  Its declared (uncompressed) size in the zip directory is checked
+    first, so a bomb is refused before anything is inflated; then it is inflated in chunks of
+    READ_CHUNK_BYTES, which zipfile stops at the declared size (a record that inflates to more
+    than it declares fails its CRC-32 check, having taken one chunk more, not its real size)."""
     info = archive.getinfo(name)
-    bound = MAX_RECORD_BYTES if info.compress_type == zipfile.ZIP_STORED else \
-        min(MAX_RECORD_BYTES, DEFLATE_MAX_RATIO * info.compress_size + 1024)
-    if info.file_size > bound or (info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size):
+    stored = info.compress_type == zipfile.ZIP_STORED
+    ratio_bound = MAX_RECORD_BYTES if stored else DEFLATE_MAX_RATIO * info.compress_size + 1024
+    if info.file_size > min(MAX_RECORD_BYTES, ratio_bound) or (stored and info.file_size != info.compress_size):
+        if stored and info.file_size != info.compress_size:
+            why = "a stored record's two sizes must be equal"
+        elif info.file_size > ratio_bound:
+            why = f"deflate cannot inflate {info.compress_size} bytes to more than {ratio_bound}"
+        else:
+            why = (f"more than the {MAX_RECORD_BYTES >> 20} MiB a state dict's pickle could need: it holds tensor "
+                   "names and records only, the tensors' bytes are in data/")
         raise CheckpointError(f"{path}: zip record {name!r} declares {info.file_size} bytes from "
-                              f"{info.compress_size} stored (more than {bound} can be): refused (a zip bomb?)")
-    return archive.read(name)
+                              f"{info.compress_size} stored ({why}): refused before reading it (a zip bomb?)")
+    parts, total = [], 0
+    with archive.open(info) as f:
+        while True:
+            chunk = f.read(READ_CHUNK_BYTES)
+            if not chunk:
+                break
+            parts.append(chunk)
+            total += len(chunk)
+    if total != info.file_size:
+        raise CheckpointError(f"{path}: zip record {name!r} inflated to {total} bytes, its header declares "
+                              f"{info.file_size}")
+    return b"".join(parts)
 
 
 def _read_zip(path):

@@ -2,16 +2,19 @@
 
     fill-mask                                      FillMaskPipeline            BertForMaskedLM
     text-classification  (sentiment-analysis)      TextClassificationPipeline  BertForSequenceClassification
+                         (sequence-classification)
     token-classification (ner)                     TokenClassificationPipeline BertForTokenClassification
     question-answering                             QuestionAnsweringPipeline   BertForQuestionAnswering
     feature-extraction                             FeatureExtractionPipeline   BertModel
 
 The same inputs, keywords and results as transformers' pipelines of those names (QA as
 transformers 4.57, the last release that has it), on the same checkpoint directory.  `task`
-None takes it from the checkpoint's config.json (`architectures`).  docs/inference.md.
+None takes it from the checkpoint's config.json (`architectures`).  The names and aliases are
+those of every npbert command (npbert/task_names.py).  docs/inference.md.
 """
 import os
 
+from npbert.task_names import TASKS, canonical_task, describe_tasks
 from npbert.pipelines.architectures import check_model_for_task
 from npbert.pipelines.base import ARCHITECTURE_TASKS, TASK_ALIASES, Pipeline, task_of_config
 from npbert.pipelines.feature_extraction import FeatureExtractionPipeline
@@ -48,10 +51,12 @@ def pipeline(task=None, model=None, tokenizer=None, **kwargs):
         if task is None:
             raise ValueError(f"pipeline(task=None): the config of {model} names no architecture a pipeline "
                              f"serves ({sorted(ARCHITECTURE_TASKS)}); give the task")
-    task = TASK_ALIASES.get(task, task)
+    task = canonical_task(task)
     if task not in SUPPORTED_TASKS:
-        raise KeyError(f"Unknown task {task!r}: npbert's pipelines are {sorted(SUPPORTED_TASKS)} "
-                       f"(and the aliases {sorted(TASK_ALIASES)})")
+        elsewhere = " (transformers has no such pipeline; `npbert predict --task multiple-choice` runs it)" \
+            if task == "multiple-choice" else ""
+        raise KeyError(f"Unknown task {task!r}{elsewhere}: npbert's pipelines are "
+                       f"{describe_tasks(t for t in TASKS if t in SUPPORTED_TASKS)}")
     check_model_for_task(task, model, kwargs.pop("ignore_architectures", False))   # (architectures.py)
     return SUPPORTED_TASKS[task](model, tokenizer, **kwargs)
 

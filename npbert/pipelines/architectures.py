@@ -19,17 +19,8 @@ npbert does not know, is not checked: loading it for a task initialises the head
 the loader's "newly initialized" warning says so, as before.
 """
 
-ARCHITECTURE_SERVES = {
-    "BertForSequenceClassification": ("text-classification",),
-    "BertForChunkedSequenceClassification": ("text-classification",),
-    "BertForTokenClassification": ("token-classification",),
-    "BertForQuestionAnswering": ("question-answering",),
-    "BertForMultipleChoice": ("multiple-choice",),
-    "BertForMaskedLM": ("fill-mask",),
-    "BertForPreTraining": ("fill-mask",),
-    "BertForNextSentencePrediction": (),
-    "BertLMHeadModel": (),
-}
+from npbert.task_names import ARCHITECTURE_SERVES       # (the one table of tasks: npbert/task_names.py)
+
 ALWAYS = ("feature-extraction",)          # the encoder's hidden states: every checkpoint has them
 
 

@@ -19,19 +19,11 @@ import os
 import numpy as np
 
 from npbert.ops.softmax import softmax_forward
+# The task names and aliases, and which task a checkpoint's `architectures` entry serves: one
+# table for every command and pipeline (npbert/task_names.py).
+from npbert.task_names import ARCHITECTURE_TASKS, TASK_ALIASES  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
-
-# The class each task loads, and which task a checkpoint's `architectures` entry serves.
-TASK_ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}
-ARCHITECTURE_TASKS = {
-    "BertForSequenceClassification": "text-classification",
-    "BertForTokenClassification": "token-classification",
-    "BertForQuestionAnswering": "question-answering",
-    "BertForMaskedLM": "fill-mask",
-    "BertForPreTraining": "fill-mask",
-    "BertModel": "feature-extraction",
-}
 
 
 def task_of_config(config):

@@ -144,13 +144,14 @@ def load_task(args, tokenizer, config=None):
                 "matthews_correlation": matthews_corrcoef(preds, labels)}
 
     def write_predictions(output, path):
-        """predictions.jsonl: a record per test row (npbert/tasks/records.py)."""
+        """predictions.jsonl: a record per test row (npbert/tasks/records.py), the record `npbert
+        predict` writes for the same row: its id, the label, its score and the top scores (the
+        text is not repeated: the id names the row of --test_file)."""
         logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
         id2label = dict(enumerate(label_list)) if label_list else {}
         top_k = getattr(args, "top_k", None) or TOP_K
         with atomic_write(path, "w") as f:
-            write_records(f, (dict(classification_record(example_id(row, line), scores, id2label, problem, top_k),
-                                   text=row[text_col])
+            write_records(f, (classification_record(example_id(row, line), scores, id2label, problem, top_k)
                               for (line, row), scores in zip(test_rows, logits)))
 
     overrides = {"problem_type": problem, "num_labels": 1 if problem == "regression" else len(label_list)}

@@ -65,6 +65,7 @@ class TrainingArguments:
     save_strategy: str = "steps"
     save_steps: float = 500
     save_total_limit: int = None
+    save_only_model: bool = False
     load_best_model_at_end: bool = False
     metric_for_best_model: str = None
     greater_is_better: bool = None

@@ -10,6 +10,10 @@
     training_args.json               the TrainingArguments
     manifest.json                    every file's size and SHA-256 (npbert.io.manifest), written last
 
+With save_only_model (transformers' field) a checkpoint holds the model, trainer_state.json,
+training_args.json and the manifest only: a third of the size with Adam, and no resuming from it
+(load_checkpoint says so).  A stop on a signal saves the whole state anyway (Trainer).
+
 Everything is written into a hidden temporary directory next to the final one
 (`.tmp-checkpoint-<step>-<pid>`) and renamed into place only when complete, so a run killed
 while saving leaves the previous checkpoint intact.  Replacing a checkpoint of the same step
@@ -79,16 +83,17 @@ def _plain(x):
     return x
 
 
-def save_checkpoint(directory, model, optimizer, scheduler, rng_states, trainer_state, args):
-    """Write the checkpoint `directory` atomically (replacing one of the same name).  A failed
-    write (a full disk) is a SaveError naming the file and the step; nothing is left behind."""
+def save_checkpoint(directory, model, optimizer, scheduler, rng_states, trainer_state, args, only_model=False):
+    """Write the checkpoint `directory` atomically (replacing one of the same name); `only_model`:
+    without the optimizer, scheduler and generator states (save_only_model).  A failed write (a
+    full disk) is a SaveError naming the file and the step; nothing is left behind."""
     parent, name = os.path.split(os.path.abspath(directory))
     tmp = os.path.join(parent, f".tmp-{name}-{os.getpid()}")
     try:
         os.makedirs(parent, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
-        _write_files(tmp, model, optimizer, scheduler, rng_states, trainer_state, args)
+        _write_files(tmp, model, optimizer, scheduler, rng_states, trainer_state, args, only_model)
         write_manifest(tmp)                       # last: a directory with a manifest is complete
         old = None
         if os.path.exists(directory):
@@ -117,8 +122,12 @@ def save_error(what, step, error, output_dir):
                      f"{error.filename or what}; {describe_last_checkpoint(output_dir)}", error.errno, error.filename)
 
 
-def _write_files(tmp, model, optimizer, scheduler, rng_states, trainer_state, args):
+def _write_files(tmp, model, optimizer, scheduler, rng_states, trainer_state, args, only_model=False):
     model.save_pretrained(tmp, manifest=False)          # the checkpoint's own manifest, listing every file, comes last
+    _write_json(os.path.join(tmp, "trainer_state.json"), _plain(trainer_state))
+    _write_json(os.path.join(tmp, "training_args.json"), _plain({**args.to_dict(), "save_only_model": only_model}))
+    if only_model:
+        return
     opt = optimizer.state_dict()
     arrays, scalars = {}, {}
     for pname, state in opt["state"].items():
@@ -132,8 +141,12 @@ def _write_files(tmp, model, optimizer, scheduler, rng_states, trainer_state, ar
                 _plain({"class": type(optimizer).__name__, "scalars": scalars, "param_groups": opt["param_groups"]}))
     _write_json(os.path.join(tmp, "scheduler.json"), _plain(scheduler.state_dict()) if scheduler else {})
     _write_json(os.path.join(tmp, "rng_state.json"), _plain(rng_states))
-    _write_json(os.path.join(tmp, "trainer_state.json"), _plain(trainer_state))
-    _write_json(os.path.join(tmp, "training_args.json"), _plain(args.to_dict()))
+
+
+def optimizer_state_bytes(optimizer):
+    """The bytes of the optimizer's arrays (Adam's two moments: twice the model's), as saved."""
+    return sum(v.nbytes for state in optimizer.state_dict()["state"].values() for v in state.values()
+               if isinstance(v, np.ndarray))
 
 
 def verify_checkpoint(directory):
@@ -201,6 +214,15 @@ def recover_interrupted_saves(output_dir, log=None):
     return recovered
 
 
+def refuse_model_only(directory):
+    """A CheckpointError for a checkpoint saved with save_only_model: nothing to resume from."""
+    if (read_training_args(directory) or {}).get("save_only_model") and \
+            not os.path.exists(os.path.join(directory, "optimizer.json")):
+        raise CheckpointError(f"{directory} was saved with save_only_model: it holds the model but not the optimizer's "
+                              "state, so training cannot resume from it (as in transformers). Start a new run from its "
+                              "weights (--model_name_or_path), or resume from a checkpoint saved without save_only_model")
+
+
 def read_training_args(directory):
     """The TrainingArguments dict a checkpoint was saved with (None for a checkpoint without one)."""
     path = os.path.join(directory, "training_args.json")
@@ -216,6 +238,7 @@ def load_checkpoint(directory, model, optimizer, scheduler, keep_hyperparameters
     and base rates (resuming with ignore_changed_args)."""
     verify_checkpoint(directory)
     join = lambda name: os.path.join(directory, name)           # noqa: E731
+    refuse_model_only(directory)
     trainer_state = _read_json(join("trainer_state.json"))
     TrainerState.from_dict(trainer_state, source=join("trainer_state.json"))      # field types checked
     opt_meta = _read_json(join("optimizer.json"))

@@ -72,7 +72,6 @@ IGNORED = {
     "eval_do_concat_batches": (True, _EVAL), "eval_use_gather_object": (False, _EVAL),
     "eval_accumulation_steps": (None, _EVAL), "batch_eval_metrics": (False, _EVAL),
     "include_for_metrics": ([], _EVAL),
-    "save_only_model": (False, "npbert's checkpoints hold the model, optimizer and trainer state"),
     "restore_callback_states_from_checkpoint": (False, "npbert's Trainer has no callbacks"),
     "ignore_data_skip": (False, "npbert resumes the data order exactly where the checkpoint left it"),
     "full_determinism": (False, "npbert's training is deterministic for a given seed"),

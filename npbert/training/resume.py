@@ -61,6 +61,7 @@ def resume_checkpoint(trainer, resume_from_checkpoint, total):
         saved_total = _saved_max_steps(path)
     except AnyCheckpointError as e:
         raise _offer(path, a.output_dir, e) from None
+    ckpt.refuse_model_only(path)                 # (intact, but holds no optimizer state)
     changes = a.changed_result_args(saved_args) if saved_args else []
     same_run_note = _ranks_change(trainer, path, saved_args, changes)
     if saved_total is not None and saved_total != total and not any(c[0] == "max_steps" for c in changes):

@@ -198,6 +198,9 @@ class Trainer(Evaluation, Checkpointing):
         start_step = st.global_step
         self.progress = (ProgressLine(total, start_step, every=st.logging_steps) if self.world.is_main_process
                          else SilentProgress())
+        if self.world.world_size > 1:      # data-parallel: rank 0 says, once, what the ranks compute (all gather)
+            self.progress.message(dist.describe_world(self.world, a.per_device_train_batch_size,
+                                                      a.gradient_accumulation_steps))
         model.train()
         loss_since_log, steps_since_log, train_loss_sum = 0.0, 0, 0.0
         t0 = time.perf_counter()

@@ -27,9 +27,15 @@ class Checkpointing:
             states["collator"] = rng.bit_generator.state
         return states
 
-    def _save_checkpoint(self, is_best=False):
+    def _save_checkpoint(self, is_best=False, full=False):
+        """Save checkpoint-<step> (the model alone with save_only_model, unless `full`: a stop on a
+        signal saves what resuming needs) and rotate; the first save of a run says what is kept."""
         st, a = self.state, self.args
         path = os.path.join(a.output_dir, f"{ckpt.PREFIX}-{st.global_step}")
+        only_model = bool(a.save_only_model) and not full
+        if not getattr(self, "_said_what_is_kept", False) and not full and self.progress is not None:
+            self._said_what_is_kept = True                    # once per Trainer, at its first save
+            self.progress.message(self._what_is_kept(only_model))
         if is_best:
             st.best_model_checkpoint = path
         st.stateful_callbacks = {"EarlyStoppingCallback": {
@@ -38,11 +44,35 @@ class Checkpointing:
             "attributes": {"early_stopping_patience_counter": self._patience}}}
         dist.check_same_parameters(self.model, self.world)   # rank 0 writes its copy: every rank's must agree
         self.world.run_on_main(ckpt.save_checkpoint, path, self.model, self.optimizer, self.lr_scheduler,
-                               self._rng_states(), st.to_dict(), a, what=f"writing {path}")
+                               self._rng_states(), st.to_dict(), a, only_model, what=f"writing {path}")
         self._last_saved = path
         self.world.run_on_main(ckpt.rotate_checkpoints, a.output_dir, a.save_total_limit, st.best_model_checkpoint,
                                what="removing old checkpoints")
         return path
+
+    def _what_is_kept(self, only_model):
+        """The line a run prints when it first saves: what each checkpoint-N holds, how many are kept,
+        about how many bytes that is, and the flags that keep less (transformers' names)."""
+        a, st = self.args, self.state
+        model_bytes = sum(p.nbytes for _, p in self.model.named_parameters())
+        if only_model:
+            each, holds = model_bytes, f"the model alone ({_mb(model_bytes)}; save_only_model: no resuming from it)"
+        else:
+            opt_bytes = ckpt.optimizer_state_bytes(self.optimizer)
+            each = model_bytes + opt_bytes
+            holds = f"the model ({_mb(model_bytes)}) and the optimizer's state ({_mb(opt_bytes)}) to resume from"
+        planned = (st.max_steps // st.save_steps if a.save_strategy == "steps"
+                   else int(st.num_train_epochs) if a.save_strategy == "epoch" else 1)
+        kept = max(1, planned if not a.save_total_limit else min(planned, a.save_total_limit + bool(a.load_best_model_at_end)))
+        limit = (f"the newest {a.save_total_limit} kept (save_total_limit{', and the best' if a.load_best_model_at_end else ''})"
+                 if a.save_total_limit else "every one kept (no save_total_limit)")
+        less = [] if only_model else ["--save_only_model (the model alone, no resuming)"]
+        if not a.save_total_limit or a.save_total_limit > 1:
+            less.append("--save_total_limit 1")
+        less.append("--save_strategy no (none; a stop on a signal still saves)")
+        return (f"checkpoints: each {a.output_dir}/checkpoint-N holds {holds}, about {_mb(each)}; {limit}: about "
+                f"{_mb(kept * each)} on disk besides the final model. To keep less: {', or '.join(less)} "
+                "(TrainingArguments' fields of those names)")
 
     # ---- SIGINT / SIGTERM (the messages: signals.py) --------------------------------------------
     def _announce(self, message):
@@ -53,7 +83,8 @@ class Checkpointing:
 
     def _stop_after_step(self, saved):
         """The first signal came during this step: save (unless just saved) and stop."""
-        path = self._last_saved if saved else self._save_checkpoint()
+        whole = saved and not self.args.save_only_model        # resuming needs the optimizer's state too
+        path = self._last_saved if whole else self._save_checkpoint(full=True)
         self.progress.close()
         raise stopped_after_step(self._stop.requested, self.state, path, self.resume_command)
 
@@ -133,3 +164,12 @@ class Checkpointing:
         if written and self.progress is not None:
             self.progress.message(f"training curves: {written}")
         return written
+
+
+def _mb(nbytes):
+    """'347 MB', '1.3 GB', '12 KB': decimal units, as `ls -lh --si` and file managers show them."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= size:
+            value = nbytes / size
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+    return f"{nbytes} bytes"

@@ -105,13 +105,19 @@ def test_mpiexec_npbert_finetune_equals_one_process(data, tmp_path):
     assert abs(got["eval_loss"] - want["eval_loss"]) <= TOL * want["eval_loss"]
 
 
-def test_a_failure_on_every_rank_is_printed_once(data, tmp_path):
+@pytest.mark.parametrize("problem,status", [("bad", 1), ("missing", 2)])
+def test_a_failure_on_every_rank_is_printed_once(data, tmp_path, problem, status):
+    """A malformed line of the training file (a failure, exit 1) and a file that does not exist (a
+    usage error, exit 2): every rank meets it alike, rank 0 prints it once, nobody aborts."""
+    train = tmp_path / f"{problem}.csv"
+    if problem == "bad":
+        rh.write_csv(train, [("the king", "1"), ("a", "b", "c")])
     proc = h.run_mpi(2, ["finetune", "--task", "sequence-classification", "--model_name_or_path", data["model"],
-                         "--train_file", str(tmp_path / "missing.csv"), "--output_dir", str(tmp_path / "out")],
+                         "--train_file", str(train), "--output_dir", str(tmp_path / "out")],
                      timeout=90, script="-m npbert")
-    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert proc.returncode == status, proc.stderr[-3000:]
     errors = [line for line in h.rank_lines(proc.stderr, 0) if "error:" in line]
-    assert len(errors) == 1 and "missing.csv" in errors[0], proc.stderr[-3000:]
+    assert len(errors) == 1 and f"{problem}.csv" in errors[0], proc.stderr[-3000:]
     assert h.rank_lines(proc.stderr, 1) == [] and "MPI_ABORT" not in proc.stderr
 
 
@@ -144,7 +150,7 @@ def test_ranks_reading_different_data_stop_before_training(data, tmp_path):
 
 
 @pytest.mark.parametrize("argv,status,said", [
-    (["explain"], 1, "npbert explain runs in one process"),            # only pretrain and finetune run on N ranks
+    (["explain"], 2, "npbert explain runs in one process"),     # only pretrain and finetune run on N ranks: usage
     (["pretrain", "--no_such_flag"], 2, "npbert pretrain: error: the following arguments are required"),  # usage
 ])
 def test_errors_before_the_world_are_printed_by_rank_0(argv, status, said):

@@ -128,6 +128,85 @@ def test_a_compressed_data_pkl_is_bounded(tmp_path, monkeypatch, no_decompressio
         read_torch_checkpoint(str(path))
 
 
+
+# ---- a data.pkl holding a 512 MiB bytes object (issue 36, item 20) ---------------------------------------
+def bytes_pickle_zip(path, nbytes, declared=None):
+    """A torch-style zip whose deflated data.pkl is {"w": <nbytes zero bytes>} (pickle protocol 4,
+    BINBYTES8), streamed in 1 MiB chunks so that writing it takes no memory; `declared`: the
+    uncompressed size written into the zip directory and the local header instead of the true one."""
+    chunk = bytes(1 << 20)
+    with zipfile.ZipFile(path, "w") as z:
+        info = zipfile.ZipInfo("archive/data.pkl")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with z.open(info, "w", force_zip64=True) as f:
+            f.write(b"\x80\x04}" + b"\x8c\x01w" + b"\x8e" + struct.pack("<Q", nbytes))
+            left = nbytes
+            while left:
+                f.write(chunk[:min(left, len(chunk))])
+                left -= min(left, len(chunk))
+            f.write(b"s.")
+        z.writestr("archive/byteorder", "little")
+    if declared is not None:                     # the lie, in the central directory (what zipfile reads)
+        data = bytearray(open(path, "rb").read())
+        central = data.index(b"PK\x01\x02")
+        assert struct.unpack_from("<I", data, central + 24)[0] == nbytes + 17      # the true size, 32 bits
+        struct.pack_into("<I", data, central + 24, declared)
+        open(path, "wb").write(data)
+    return str(path)
+
+
+def peak_memory_of(fn):
+    """(what fn raised, the peak of Python's allocations while it ran, in bytes: tracemalloc sees
+    every bytes object zipfile and zlib return, which is where an inflated record would live)."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        fn()
+    except CheckpointError as e:
+        raised = e
+    else:
+        raised = None
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return raised, peak
+
+
+def test_a_huge_bytes_object_in_data_pkl_is_refused_from_its_declared_size(tmp_path, no_decompression):
+    """512 MiB of zeros pickled as one bytes object and deflated (~0.5 MiB on disk): refused from the
+    size the zip directory declares, data.pkl never opened, and the read takes under 16 MiB at its peak
+    (before, it inflated the whole record first: 473 MiB; 16 MiB is room for the zip directory and the
+    message, far below one 32 MiB chunk of the record)."""
+    path = bytes_pickle_zip(tmp_path / "big.bin", 512 << 20)
+    assert os.path.getsize(path) < (512 << 20) / 500
+    no_decompression.clear()
+    raised, peak = peak_memory_of(lambda: read_torch_checkpoint(path))
+    pickled = (512 << 20) + 17                    # the bytes and 17 bytes of opcodes around them
+    assert raised is not None and f"zip record 'archive/data.pkl' declares {pickled} bytes" in str(raised)
+    assert "more than the 32 MiB a state dict's pickle could need" in str(raised)
+    assert "archive/data.pkl" not in no_decompression
+    assert peak < 16 << 20, f"peak {peak >> 20} MiB"
+    # the command line says it in one line, naming the file
+    model_dir = tmp_path / "m"
+    npbert.BertModel(config(), seed=0).save_pretrained(str(model_dir))
+    os.remove(model_dir / "model.safetensors")
+    os.remove(model_dir / "manifest.json")
+    os.replace(path, model_dir / "pytorch_model.bin")
+    write_vocab(str(model_dir))
+    assert main(["embed", "--model", str(model_dir), "the king"]) == 1
+
+
+def test_a_data_pkl_declaring_less_than_it_inflates_to_stops_at_the_declared_size(tmp_path):
+    """The same 512 MiB record whose zip directory claims 4 KiB (under every bound): inflated in
+    1 MiB chunks that stop at the declared size, it fails its CRC-32 check having taken a few MiB
+    (under 16 MiB, as above), not 512."""
+    path = bytes_pickle_zip(tmp_path / "liar.bin", 512 << 20, declared=4096)
+    assert zipfile.ZipFile(path).getinfo("archive/data.pkl").file_size == 4096
+    raised, peak = peak_memory_of(lambda: read_torch_checkpoint(path))
+    assert raised is not None and "CRC" in str(raised), raised
+    assert peak < 16 << 20, f"peak {peak >> 20} MiB"
+
+
 # ---- configs that ask for terabytes (item 7) -------------------------------------------------------------
 @pytest.mark.parametrize("field,value,named", [
     ("max_position_embeddings", 10 ** 9, "position embeddings alone are max_position_embeddings (1000000000)"),
@@ -178,18 +257,19 @@ def test_max_seq_length_against_the_model_and_memory():
 def test_pretrain_refuses_a_huge_max_seq_length_before_cutting_the_corpus(tmp_path, capsys):
     vocab, text = write_vocab(str(tmp_path)), corpus(str(tmp_path))
     common = ["pretrain", "--train_file", text, "--vocab_file", vocab, "--max_steps", "1", "--plot", "false"]
-    assert main(common + ["--output_dir", str(tmp_path / "a"), "--max_seq_length", "100000"]) == 1
+    # a flag the model cannot take is a usage error (2); a --config asking for terabytes, a failure (1)
+    assert main(common + ["--output_dir", str(tmp_path / "a"), "--max_seq_length", "100000"]) == 2
     err = capsys.readouterr().err
     assert "--max_seq_length 100000 is more than the 512 positions of --model_size tiny" in err, err
     cfg = tmp_path / "config.json"
     cfg.write_text(config(max_position_embeddings=200_000).to_json_string())
     assert main(common + ["--output_dir", str(tmp_path / "b"), "--max_seq_length", "100000", "--config",
-                          str(cfg)]) == 1
+                          str(cfg)]) == 2
     err = capsys.readouterr().err
     assert "--max_seq_length 100000 with a batch of 32: one training step keeps about" in err and \
         f"(--config {cfg})" in err, err
     cfg.write_text(config(max_position_embeddings=16).to_json_string())
-    assert main(common + ["--output_dir", str(tmp_path / "c"), "--max_seq_length", "24", "--config", str(cfg)]) == 1
+    assert main(common + ["--output_dir", str(tmp_path / "c"), "--max_seq_length", "24", "--config", str(cfg)]) == 2
     assert "max_position_embeddings (16)" in capsys.readouterr().err
     cfg.write_text(config(num_hidden_layers=10 ** 8).to_json_string())
     assert main(common + ["--output_dir", str(tmp_path / "d"), "--max_seq_length", "24", "--config", str(cfg)]) == 1

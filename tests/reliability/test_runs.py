@@ -111,7 +111,7 @@ def test_two_finetune_runs_into_one_directory_one_is_refused(tmp_path):
     names = sorted(n for n in os.listdir(out))
     assert len(names) == 1 and names[0].startswith("checkpoint-"), names       # its checkpoint, nothing else
     saved = json.load(open(os.path.join(out, names[0], "training_args.json")))
-    default_lr = TASK_DEFAULTS["sequence-classification"]["learning_rate"]    # the first run gave no --learning_rate
+    default_lr = TASK_DEFAULTS["text-classification"]["learning_rate"]    # the first run gave no --learning_rate
     assert saved["num_train_epochs"] == 500 and saved["learning_rate"] == default_lr
     # a third run without a flag is refused: the directory holds a run's files
     third = run_npbert(common + ["--num_train_epochs", "1"])
