@@ -80,7 +80,7 @@ def embeddings_backward(p, config, dx, c, grads):
 
 
 # ---- one encoder layer ------------------------------------------------------------------------
-def layer_forward(p, config, i, x, mask=None, dropout=None):
+def bert_layer_forward(p, config, i, x, mask=None, dropout=None):
     """Layer i: (B, T, H) -> ((B, T, H), probs (B, N, T, T), cache).  mask: additive (B, 1, 1, T) or None."""
     pre, c = f"encoder.layer.{i}.", {}
     B, T, H = x.shape
@@ -111,7 +111,7 @@ def layer_forward(p, config, i, x, mask=None, dropout=None):
     return y, attn["probs"], c
 
 
-def layer_backward(p, config, i, dy, c, grads, dprobs=None):
+def bert_layer_backward(p, config, i, dy, c, grads, dprobs=None):
     """Layer i's backward, each step undoing one forward line from the bottom up.  dy: (B, T, H);
     dprobs: an optional upstream gradient of the returned probs.  Returns dx (B, T, H)."""
     pre = f"encoder.layer.{i}."
@@ -169,7 +169,7 @@ def bert_forward(params, config, input_ids, attention_mask=None, token_type_ids=
     x, emb_cache = embeddings_forward(params, config, input_ids, token_type_ids, position_ids, dropout)
     hidden_states, attentions, layer_caches = [x], [], []
     for i in range(config.num_hidden_layers):
-        x, probs, c = layer_forward(params, config, i, x, mask, dropout)
+        x, probs, c = bert_layer_forward(params, config, i, x, mask, dropout)
         hidden_states.append(x)
         attentions.append(probs)
         layer_caches.append(c)
@@ -188,6 +188,6 @@ def bert_backward(params, config, cache, dlast_hidden_state, dpooler_output=None
     if dpooler_output is not None:
         dx += pooler_backward(params, dpooler_output, pooler_cache, grads)         # last_hidden_state fed the pooler
     for i in reversed(range(config.num_hidden_layers)):
-        dx = layer_backward(params, config, i, dx, layer_caches[i], grads)
+        dx = bert_layer_backward(params, config, i, dx, layer_caches[i], grads)
     dinputs_embeds = embeddings_backward(params, config, dx, emb_cache, grads)
     return {name: grads.get(name, np.zeros_like(p)) for name, p in params.items()}, dinputs_embeds

@@ -282,12 +282,12 @@ def build_data(args, out_path, load_model, tokenize):
                                            "= model.inputs_embeds_grad after model.backward")},
                "layers": [], "pooler": {}}
     for i, (dy, dx) in enumerate(layer_io):
-        ref = reference.layer_backward(p64, c, i, dy, caches64[1][i], {})   # the reference's own layer backward
+        ref = reference.bert_layer_backward(p64, c, i, dy, caches64[1][i], {})   # the reference's own layer backward
         attn, g = caches64[1][i]["attn"], grads["layers"][i]
         dq = (g["scores"] * attn["scale"]) @ attn["k"]            # in the forward: scores = Q K^T / sqrt(D) + mask
         bchecks["layers"].append({
-            "layer_output": check(f"reference.layer_backward({i})", dx, ref, BACKWARD_TOL, checks,
-                                  f"d layer input, from the gradients of this layer's stages, = reference.layer_backward({i})"),
+            "layer_output": check(f"reference.bert_layer_backward({i})", dx, ref, BACKWARD_TOL, checks,
+                                  f"d layer input, from the gradients of this layer's stages, = reference.bert_layer_backward({i})"),
             "scores": check(f"attention_backward({i}) d query", dq, g["query"], BACKWARD_TOL, checks,
                             "d scores K / sqrt(D) = d query of npbert.ops attention_backward")})
 

@@ -186,7 +186,7 @@ def render_page(data):
 <h2 id="backward">What the gradients are of <small>every stage shows its value (left) and d loss / d value (right)</small></h2>
 <div class="box">{_loss_box(data)}
 The backward runs in float64 on the same weights, one stage after the other from the top down, each step
-checked against <code>reference.layer_backward</code> and <code>model.backward</code>.</div>
+checked against <code>reference.bert_layer_backward</code> and <code>model.backward</code>.</div>
 <p>Each stage below is recomputed from the parameters by <code>npbert/reference.py</code> (the link goes to its line),
 in the order of the forward pass; a stage that is an output of the model is checked against it.
 Colours: red positive, blue negative, white zero, saturating at the 99th percentile of |value| shown

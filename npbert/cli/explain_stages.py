@@ -1,7 +1,7 @@
 """The stages `npbert explain --html` shows: every tensor of the forward pass as npbert/reference.py
 computes it from the parameters (the activations its functions keep under a name, the ones the text
 `explain` prints), and the gradient of the same loss with respect to each of them, stage by stage,
-from the top down (the steps of reference.layer_backward, one named tensor per line).
+from the top down (the steps of reference.bert_layer_backward, one named tensor per line).
 
     B = batch, T = sequence length (keys), F = sequence length (queries),
     H = hidden size, N = attention heads, D = H / N head size, I = intermediate size
@@ -43,32 +43,32 @@ EMBEDDINGS = [
 ]
 LAYER = [
     ("query", "encoder.layer.{i}.attention.self.query", "Q, per head", "Q = x W_q^T + b_q, split into N heads",
-     "B,N,F,D", "attention.md", reference.layer_forward, 'q, c["q"]'),
+     "B,N,F,D", "attention.md", reference.bert_layer_forward, 'q, c["q"]'),
     ("key", "encoder.layer.{i}.attention.self.key", "K, per head", "K = x W_k^T + b_k, split into N heads",
-     "B,N,T,D", "attention.md", reference.layer_forward, 'k, c["k"]'),
+     "B,N,T,D", "attention.md", reference.bert_layer_forward, 'k, c["k"]'),
     ("value", "encoder.layer.{i}.attention.self.value", "V, per head", "V = x W_v^T + b_v, split into N heads",
-     "B,N,T,D", "attention.md", reference.layer_forward, 'v, c["v"]'),
+     "B,N,T,D", "attention.md", reference.bert_layer_forward, 'v, c["v"]'),
     ("scores", "encoder.layer.{i}.attention.self", "attention scores", "scores = Q K^T / sqrt(D) + mask",
-     "B,N,F,T", "attention.md", reference.layer_forward, 'ctx, c["attn"] = attention_forward'),
+     "B,N,F,T", "attention.md", reference.bert_layer_forward, 'ctx, c["attn"] = attention_forward'),
     ("probs", "encoder.layer.{i}.attention.self", "attention probabilities  (attentions[i])",
-     "probs = softmax(scores) over T", "B,N,F,T", "attention.md", reference.layer_forward,
+     "probs = softmax(scores) over T", "B,N,F,T", "attention.md", reference.bert_layer_forward,
      'ctx, c["attn"] = attention_forward'),
     ("context", "encoder.layer.{i}.attention.self", "context, heads merged",
-     "context = probs V, then (B, N, F, D) -> (B, F, H)", "B,F,H", "attention.md", reference.layer_forward,
+     "context = probs V, then (B, N, F, D) -> (B, F, H)", "B,F,H", "attention.md", reference.bert_layer_forward,
      "ctx = ctx.transpose"),
     ("attention_dense", "encoder.layer.{i}.attention.output.dense", "attention output dense",
-     "context W_o^T + b_o", "B,T,H", "attention.md", reference.layer_forward, 'dense, c["ao"]'),
+     "context W_o^T + b_o", "B,T,H", "attention.md", reference.bert_layer_forward, 'dense, c["ao"]'),
     ("attention_output", "encoder.layer.{i}.attention.output.LayerNorm", "attention output LayerNorm",
-     "a = LayerNorm(dense + x)   (residual)", "B,T,H", "attention.md", reference.layer_forward,
+     "a = LayerNorm(dense + x)   (residual)", "B,T,H", "attention.md", reference.bert_layer_forward,
      'a, c["ao_ln"]'),
     ("intermediate_dense", "encoder.layer.{i}.intermediate.dense", "intermediate dense",
-     "a W_1^T + b_1", "B,T,I", "feed_forward.md", reference.layer_forward, 'h, c["inter"]'),
+     "a W_1^T + b_1", "B,T,I", "feed_forward.md", reference.bert_layer_forward, 'h, c["inter"]'),
     ("intermediate", "encoder.layer.{i}.intermediate.intermediate_act_fn", "activation  (hidden_act)",
-     "act(intermediate dense)", "B,T,I", "gelu.md", reference.layer_forward, 'inter, c["act"]'),
+     "act(intermediate dense)", "B,T,I", "gelu.md", reference.bert_layer_forward, 'inter, c["act"]'),
     ("output_dense", "encoder.layer.{i}.output.dense", "output dense", "act(...) W_2^T + b_2", "B,T,H",
-     "feed_forward.md", reference.layer_forward, 'out, c["out"]'),
+     "feed_forward.md", reference.bert_layer_forward, 'out, c["out"]'),
     ("layer_output", "encoder.layer.{i}.output.LayerNorm", "output LayerNorm  (hidden_states[i+1])",
-     "y = LayerNorm(output dense + a)   (residual)", "B,T,H", "encoder.md", reference.layer_forward,
+     "y = LayerNorm(output dense + a)   (residual)", "B,T,H", "encoder.md", reference.bert_layer_forward,
      'y, c["out_ln"]'),
 ]
 POOLER = [
@@ -108,7 +108,7 @@ def run_forward(p, config, ids, token_type_ids):
     acts = {"embeddings": dict(emb_cache["acts"]), "layers": [], "pooler": None}
     layer_caches = []
     for i in range(config.num_hidden_layers):
-        x, _, cache = reference.layer_forward(p, config, i, x, mask)
+        x, _, cache = reference.bert_layer_forward(p, config, i, x, mask)
         a = dict(cache["acts"])
         a["scores"] = a["query"] @ a["key"].transpose(0, 1, 3, 2) * dtype.type(D ** -0.5) + mask   # (B, N, F, T)
         acts["layers"].append(a)
@@ -123,7 +123,7 @@ def run_forward(p, config, ids, token_type_ids):
 # ---- the backward, one named gradient per stage ------------------------------------------------
 
 def _layer_backward(p, config, i, dy, c):
-    """Layer i's backward as reference.layer_backward computes it (eval), keeping the gradient of
+    """Layer i's backward as reference.bert_layer_backward computes it (eval), keeping the gradient of
     each stage.  dy: d layer_output (B, T, H).  Returns ({stage: gradient}, dx (B, T, H))."""
     B, T, H = dy.shape
     N = config.num_attention_heads

@@ -101,7 +101,7 @@ def walk_forward(model, ids, attention_mask, out, checks):
     D = c.hidden_size // c.num_attention_heads
     for i in range(c.num_hidden_layers):
         table.section(f"encoder.layer.{i}.*  (BertLayer, docs/attention.md, docs/feed_forward.md)")
-        x, _, cache = reference.layer_forward(p, c, i, x, mask)
+        x, _, cache = reference.bert_layer_forward(p, c, i, x, mask)
         a = cache["acts"]
         scores = a["query"] @ a["key"].transpose(0, 1, 3, 2) * dtype(D ** -0.5) + mask   # (B, N, F, T), for display
         table.row("attention.self.query(x)      -> Q", a["query"], "B,N,F,D")

@@ -60,11 +60,11 @@ def test_the_layer_functions_are_one_layers_forward_and_backward():
     params = random_model(config, seed=5).state_dict()
     rng = np.random.default_rng(5)
     x, dy = rng.standard_normal((2, 5, config.hidden_size)), rng.standard_normal((2, 5, config.hidden_size))
-    y, probs, cache = reference.layer_forward(params, config, 1, x)
+    y, probs, cache = reference.bert_layer_forward(params, config, 1, x)
     assert y.shape == x.shape and probs.shape == (2, config.num_attention_heads, 5, 5)
     grads = {}
-    dx = reference.layer_backward(params, config, 1, dy, cache, grads)
+    dx = reference.bert_layer_backward(params, config, 1, dy, cache, grads)
     assert sorted(grads) == sorted(n for n in params if n.startswith("encoder.layer.1."))
-    numerical = numerical_gradient(lambda v: np.sum(reference.layer_forward(params, config, 1, v)[0] * dy), x.copy(),
+    numerical = numerical_gradient(lambda v: np.sum(reference.bert_layer_forward(params, config, 1, v)[0] * dy), x.copy(),
                                    h=1e-3, order=4)
     assert rel_error(dx, numerical) < 1e-7
