@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import npbert
-from npbert.data import features, pretraining, shakespeare
+from npbert.data import create_pretraining_data as pretraining, features, shakespeare
 from npbert.data.vocab import build_vocab
 
 CORPUS = os.path.join(os.path.dirname(npbert.__file__), "data", "corpus")
