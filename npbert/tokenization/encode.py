@@ -83,6 +83,14 @@ class EncodeMixin:
 
         side = padding_side or self.padding_side
         layouts = []
+        # return_overflowing_tokens as the Rust tokenizer gives it (is_fast): every window its own
+        # row, `overflow_to_sample_mapping` naming the example each row came from, a single text
+        # answered as a batch of its windows
+        windows = bool(return_overflowing_tokens) and self.is_fast
+        if windows and not _is_batch(text):
+            if text_pair is not None and _is_batch(text_pair):
+                raise ValueError("`text` is a single text but `text_pair` is a batch.")
+            text, text_pair = [text], None if text_pair is None else [text_pair]
         if not _is_batch(text):
             if text_pair is not None and _is_batch(text_pair):
                 raise ValueError("`text` is a single text but `text_pair` is a batch.")
@@ -102,8 +110,8 @@ class EncodeMixin:
         if len(text) == 0:
             raise ValueError("Got an empty batch: there is nothing to encode.")
         pairs = text_pair if text_pair is not None else [None] * len(text)
-        rows = []
-        for item, pair in zip(text, pairs):
+        rows, sample_mapping = [], []
+        for sample, (item, pair) in enumerate(zip(text, pairs)):
             if pair is None and isinstance(item, (list, tuple)) and item and not isinstance(item[0], (int, np.integer)):
                 if len(item) == 2:
                     item, pair = item
@@ -111,10 +119,15 @@ class EncodeMixin:
                     item = item[0]
                 else:
                     raise ValueError(f"Expected a pair of sequences, got {len(item)} sequences.")
-            row = self._encode_one(item, pair, return_tensors=None, layouts=layouts, **options)
-            if return_length:
-                row["length"] = len(row["input_ids"])
-            rows.append(row)
+            if windows:
+                item_rows = self._encode_windows(item, pair, layouts=layouts, **options)
+            else:
+                item_rows = [self._encode_one(item, pair, return_tensors=None, layouts=layouts, **options)]
+            for row in item_rows:
+                if return_length and not windows:
+                    row["length"] = len(row["input_ids"])
+                rows.append(row)
+                sample_mapping.append(sample)
 
         overflow_keys = ("overflowing_tokens", "num_truncated_tokens")
         batch = {key: [row[key] for row in rows] for key in rows[0] if key not in overflow_keys}
@@ -128,6 +141,10 @@ class EncodeMixin:
         batch = self._pad_batch(batch, **pad_options)
         for layout, before, ids in zip(layouts, unpadded, batch["input_ids"]):
             _set_padding(layout, len(ids) - before, side)
+        if windows:          # the Rust tokenizer's length counts the padding too
+            if return_length:
+                batch["length"] = [len(ids) for ids in batch["input_ids"]]
+            batch["overflow_to_sample_mapping"] = sample_mapping
         encoding = to_batch_encoding(batch, return_tensors, batch_axis=False)
         encoding._alignment = Alignment(self, layouts, flat=False)
         return encoding
@@ -222,6 +239,22 @@ class EncodeMixin:
                 pair_ids = pair_ids[keep_pair]
                 pair_offsets = pair_offsets[keep_pair] if pair_offsets is not None else None
 
+        encoded = self._assemble(ids, offsets, pair_ids, pair_offsets, add_special_tokens, return_token_type_ids,
+                                 return_special_tokens_mask, return_offsets_mapping, max_length, verbose)
+        if return_overflowing_tokens and not return_tensors and overflowing:
+            encoded["overflowing_tokens"] = overflowing
+            encoded["num_truncated_tokens"] = total_len - max_length if max_length else 0
+        if layouts is not None:
+            layouts.append(RowLayout((text, text_pair) if pair else (text,), tuple(kept), add_special_tokens))
+        return encoded
+
+    def _assemble(self, ids, offsets, pair_ids, pair_offsets, add_special_tokens, return_token_type_ids,
+                  return_special_tokens_mask, return_offsets_mapping, max_length, verbose):
+        """The (truncated) ids of one or two sequences -> one row: [CLS] A [SEP] (B [SEP]) and the
+        fields asked for (transformers' `prepare_for_model` after truncation)."""
+        pair = pair_ids is not None
+        if return_token_type_ids is None:
+            return_token_type_ids = "token_type_ids" in self.model_input_names
         if add_special_tokens:
             input_ids = self.build_inputs_with_special_tokens(ids, pair_ids)
             token_type_ids = self.create_token_type_ids_from_sequences(ids, pair_ids)
@@ -239,18 +272,104 @@ class EncodeMixin:
         if return_offsets_mapping:
             none = [(0, 0)] if add_special_tokens else []
             encoded["offset_mapping"] = none + offsets + none + ((pair_offsets + none) if pair else [])
-        if return_overflowing_tokens and not return_tensors and overflowing:
-            encoded["overflowing_tokens"] = overflowing
-            encoded["num_truncated_tokens"] = total_len - max_length if max_length else 0
-
-        if max_length is None and len(input_ids) > self.model_max_length and verbose and not self._warned_too_long:
+        warned = self.deprecation_warnings
+        if max_length is None and len(input_ids) > self.model_max_length and verbose and not warned.get(_TOO_LONG):
             warn("Token indices sequence length is longer than the specified maximum sequence length "
                  f"for this model ({len(input_ids)} > {self.model_max_length}). Running this sequence through "
-                 "the model will result in indexing errors", stacklevel=4)
-            self._warned_too_long = True
-        if layouts is not None:
-            layouts.append(RowLayout((text, text_pair) if pair else (text,), tuple(kept), add_special_tokens))
+                 "the model will result in indexing errors", stacklevel=5)
+            warned[_TOO_LONG] = True
         return encoded
+
+    def _encode_windows(self, text, text_pair, add_special_tokens, truncation_strategy, max_length, stride,
+                        return_token_type_ids, return_overflowing_tokens, return_special_tokens_mask,
+                        return_offsets_mapping, verbose, layouts):
+        """One text or pair -> its rows as the Rust tokenizer cuts them with
+        return_overflowing_tokens=True: the sequence(s) too long cut into windows of the room
+        left, consecutive windows sharing `stride` tokens.
+
+            n = 10 tokens, room M = 4, stride S = 1:  [0, 4)  [3, 7)  [6, 10)   (step M - S)
+            truncation_side="left": the same windows from the end: [6, 10)  [3, 7)  [0, 4)
+
+        A pair with `longest_first` shares the room as the Rust tokenizer does (the shorter text
+        keeps its length up to half the room); when both texts are cut, the rows are (A0, B0),
+        then each later window of A with B0, B1, ..., then A0 with each later window of B."""
+        ids, offsets = self._ids_of(text, return_offsets_mapping)
+        pair = text_pair is not None
+        pair_ids, pair_offsets = self._ids_of(text_pair, return_offsets_mapping) if pair else (None, None)
+        lengths = [len(ids)] + ([len(pair_ids)] if pair else [])
+        num_special = self.num_special_tokens_to_add(pair) if add_special_tokens else 0
+        room = (max_length or 0) - num_special
+        keep = lengths                                  # tokens per window of each sequence
+        if truncation_strategy != "do_not_truncate" and max_length and sum(lengths) > room:
+            if room < 1:
+                raise ValueError(f"max_length={max_length} leaves no room for text beside the {num_special} special "
+                                 f"tokens; use max_length > {num_special}.")
+            keep = _window_lengths(lengths, room, truncation_strategy)
+        cuts = [_windows(n, k, stride, self.truncation_side == "left") for n, k in zip(lengths, keep)]
+        if not pair:
+            combos = [(w,) for w in cuts[0]]
+        else:       # tokenizers' Encoding.merge_with: (A0, B0), (Ai, B0), (Ai, Bj) ..., (A0, Bj)
+            first, second = cuts
+            combos = [(first[0], second[0])]
+            for a in first[1:]:
+                combos += [(a, b) for b in second]
+            combos += [(first[0], b) for b in second[1:]]
+        rows = []
+        for combo in combos:
+            (s, e), kept = combo[0], [combo[0]]
+            row_pair = row_pair_offsets = None
+            if pair:
+                (ps, pe) = combo[1]
+                kept.append(combo[1])
+                row_pair = pair_ids[ps:pe]
+                row_pair_offsets = pair_offsets[ps:pe] if pair_offsets is not None else None
+            rows.append(self._assemble(ids[s:e], offsets[s:e] if offsets is not None else None, row_pair,
+                                       row_pair_offsets, add_special_tokens, return_token_type_ids,
+                                       return_special_tokens_mask, return_offsets_mapping, max_length, verbose))
+            layouts.append(RowLayout((text, text_pair) if pair else (text,), tuple(kept), add_special_tokens))
+        return rows
+
+
+_TOO_LONG = "sequence-length-is-longer-than-the-specified-maximum"
+
+
+def _window_lengths(lengths, room, strategy):
+    """How many tokens of each sequence one window holds (tokenizers' truncate_encodings)."""
+    if len(lengths) == 1 or strategy == "only_first" or strategy == "only_second":
+        which = 1 if strategy == "only_second" else 0
+        if which >= len(lengths):
+            raise ValueError("Truncation 'only_second' needs a second sequence; use another truncation strategy.")
+        other = sum(lengths) - lengths[which]
+        if room - other < 1:
+            name = ("first", "second")[which]
+            raise ValueError(f"Truncation '{strategy}' leaves no room for the {name} sequence: the other one and the "
+                             f"special tokens fill max_length; use another truncation strategy or a larger max_length.")
+        keep = list(lengths)
+        keep[which] = room - other
+        return keep
+    n1, n2 = lengths                                   # longest_first on a pair
+    short, long_ = min(n1, n2), max(n1, n2)
+    long_ = short if short > room else max(short, room - short)
+    if short + long_ > room:
+        short, long_ = room // 2, room // 2 + room % 2
+    return [short, long_] if n1 <= n2 else [long_, short]
+
+
+def _windows(n, size, stride, from_the_end):
+    """[(start, stop)] windows of `size` tokens over range(n), consecutive ones sharing `stride`."""
+    if n <= size:
+        return [(0, n)]
+    if not 0 <= stride < size:
+        raise ValueError(f"stride={stride} must be smaller than the tokens a window holds ({size}: max_length less "
+                         "the special tokens and the other sequence)")
+    spans, start = [], 0
+    while True:
+        stop = min(start + size, n)
+        spans.append((start, stop))
+        if stop >= n:
+            break
+        start += size - stride
+    return [(n - e, n - s) for s, e in spans] if from_the_end else spans
 
 
 def _set_padding(layout, n_pad, side):

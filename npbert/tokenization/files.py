@@ -150,12 +150,16 @@ class PretrainedFilesMixin:
 
         `subfolder` is a folder inside the directory.  The keywords that only concern a model hub
         (`cache_dir`, `force_download`, `local_files_only`, `revision`, `proxies`, `token`,
-        `trust_remote_code`, `use_fast`, `from_tf`, ...) are accepted and have no effect offline.
+        `trust_remote_code`, `from_tf`, ...) are accepted and have no effect offline; `use_fast=False`
+        gives the tokenizer that presents itself as transformers' Python one (`is_fast` False).
         """
         if init_inputs:
             raise TypeError("BertTokenizer.from_pretrained takes the directory and keyword arguments only")
+        use_fast = kwargs.pop("use_fast", None)     # kept: use_fast=False presents the Python tokenizer
         for name in HUB_ONLY_KEYWORDS:
             kwargs.pop(name, None)
+        if use_fast is not None:
+            kwargs["use_fast"] = use_fast
         path = os.path.join(os.fspath(pretrained_model_name_or_path), subfolder) if subfolder \
             else os.fspath(pretrained_model_name_or_path)
         if os.path.isfile(path) and os.path.basename(path) != TOKENIZER_FILE:
@@ -274,11 +278,12 @@ class PretrainedFilesMixin:
         """tokenizer_config.json: the options, as transformers writes them."""
         config = dict(self._init_config)
         config.update({name: getattr(self, name) for name in SPECIAL_TOKEN_NAMES})
+        config.update({name: getattr(self, name) for name in ("bos_token", "eos_token") if getattr(self, name)})
         if self.additional_special_tokens:
             config["additional_special_tokens"] = list(self.additional_special_tokens)
         if self.added_tokens_encoder:        # as transformers writes them (its own special tokens aside)
             config["added_tokens_decoder"] = {
-                str(index): {"content": token, "lstrip": False, "normalized": not self._added_special[token],
+                str(index): {"content": token, "lstrip": False, "normalized": self._added_normalized[token],
                              "rstrip": False, "single_word": False, "special": self._added_special[token]}
                 for token, index in self.added_tokens_encoder.items()}
         if self.model_input_names != ["input_ids", "token_type_ids", "attention_mask"]:

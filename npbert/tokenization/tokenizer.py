@@ -29,7 +29,8 @@ from npbert.tokenization.basic import BasicTokenizer
 from npbert.tokenization.encode import EncodeMixin
 from npbert.tokenization.encoding import VERY_LARGE_INTEGER, to_python
 from npbert.tokenization.extras import TokenizerExtras
-from npbert.tokenization.files import NOT_PASSED_ON, PretrainedFilesMixin, check_options, read_vocab_lines
+from npbert.tokenization.files import (NOT_PASSED_ON, PretrainedFilesMixin, check_options, read_vocab_lines,
+                                      token_content)
 from npbert.tokenization.padding import PaddingTruncationMixin
 from npbert.tokenization.warn import warn
 from npbert.tokenization.wordpiece import WordpieceTokenizer
@@ -68,6 +69,12 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
         if vocab_file is None and "vocab" in kwargs:     # transformers 5's name: BertTokenizer(vocab=...)
             vocab_file = kwargs.pop("vocab")
         added_source = kwargs.pop("_added_tokens_source", None)     # the file from_pretrained read them from
+        # use_fast=False (AutoTokenizer.from_pretrained(d, use_fast=False)): present the tokenizer as
+        # transformers' Python one: is_fast False, overflowing tokens in its form (docs/tokenizer.md)
+        self._use_fast = bool(kwargs.pop("use_fast", True))
+        for key in kwargs:                      # as transformers: a keyword may not shadow a method
+            if callable(getattr(type(self), key, None)):
+                raise AttributeError(f"{key} conflicts with the method {key} in {type(self).__name__}")
         if vocab_file is None:
             raise TypeError("BertTokenizer needs a vocabulary: BertTokenizer('path/to/vocab.txt'), or a {token: id} dict")
         options = dict(do_lower_case=do_lower_case, never_split=never_split,
@@ -100,11 +107,18 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
 
         self.unk_token, self.sep_token, self.pad_token = unk_token, sep_token, pad_token
         self.cls_token, self.mask_token = cls_token, mask_token
+        self.bos_token, self.eos_token = kwargs.pop("bos_token", None), kwargs.pop("eos_token", None)
         extra = kwargs.pop("additional_special_tokens", None) or kwargs.pop("extra_special_tokens", None) or []
-        self.additional_special_tokens = [str(t) for t in extra]
+        self.additional_special_tokens = [str(token_content(getattr(t, "content", t))) for t in extra]
         where = f"'{vocab_file}'" if not isinstance(vocab_file, dict) else "given"
-        self.added_tokens_encoder, self._added_special, self._all_ids = {}, {}, self.vocab
+        self.added_tokens_encoder, self._added_special, self._added_normalized = {}, {}, {}
+        self._all_ids = self.vocab
         self._register_added_tokens(kwargs.pop("added_tokens_decoder", None), added_source or f"The vocabulary {where}")
+        # bos/eos and additional special tokens given but not in the vocabulary are added after it,
+        # as transformers adds them
+        for token in [self.bos_token, self.eos_token] + self.additional_special_tokens:
+            if token is not None and token not in self._all_ids:
+                self._append_added(token, special=True, normalized=False)
         for name in ("pad_token", "mask_token"):        # optional: None, as for Google's FullTokenizer
             token = getattr(self, name)
             if token is not None and str(token) not in self._all_ids:
@@ -140,7 +154,7 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
         }
 
         self._rebuild()
-        self._warned_too_long = False
+        self.deprecation_warnings = {}      # warnings given once (transformers' name; `= {}` re-arms them)
 
     # ------------------------------------------------------------------
     # Vocabulary and special tokens
@@ -149,10 +163,12 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
     @property
     def is_fast(self):
         """True: the BatchEncodings this tokenizer returns have the methods of transformers' fast
-        (Rust) tokenizers (`tokens()`, `word_ids()`, `char_to_token()`, ...) and it gives
-        `return_offsets_mapping`, so tutorial code that checks `tokenizer.is_fast` before using them
-        runs.  (It says what the tokenizer offers, not that it is written in Rust.)"""
-        return True
+        (Rust) tokenizers (`tokens()`, `word_ids()`, `char_to_token()`, ...), it gives
+        `return_offsets_mapping`, and `return_overflowing_tokens=True` cuts overflowing windows into
+        rows as the Rust tokenizer does, so tutorial code written for `AutoTokenizer` runs.  (It says
+        what the tokenizer offers, not that it is written in Rust.)  False when made with
+        `use_fast=False`: then overflowing tokens come back as transformers' Python tokenizer gives them."""
+        return self._use_fast
 
     @property
     def do_lower_case(self):
@@ -252,6 +268,10 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
 
     def build_inputs_with_special_tokens(self, token_ids_0, token_ids_1=None):
         """[CLS] A [SEP]  or  [CLS] A [SEP] B [SEP]."""
+        if self._cls_id is None or self._sep_id is None:
+            name = "cls_token" if self._cls_id is None else "sep_token"
+            raise ValueError(f"The tokenizer's {name} is None, so it cannot add [CLS] ... [SEP]; set it "
+                             f"(tokenizer.{name} = ...) or pass add_special_tokens=False.")
         cls, sep = [self._cls_id], [self._sep_id]
         if token_ids_1 is None:
             return cls + list(token_ids_0) + sep

@@ -128,5 +128,8 @@ def test_setting_a_special_token_as_tutorials_do(minilm_dir, reference_class):
     assert ours.pad_token_id is None
     with pytest.raises(ValueError, match="add_special_tokens"):
         ours.mask_token = "<not in the vocabulary>"
-    with pytest.raises(ValueError, match="needs a cls_token"):
-        ours.cls_token = None
+    ours.cls_token = None                 # unset, as transformers allows; [CLS] ... [SEP] then says why not
+    assert ours.cls_token is None and ours.cls_token_id is None
+    with pytest.raises(ValueError, match="cls_token is None"):
+        ours("a b")
+    assert ours("a b", add_special_tokens=False)["input_ids"] == theirs("a b", add_special_tokens=False)["input_ids"]
