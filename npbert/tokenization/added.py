@@ -255,13 +255,13 @@ class VocabularyMixin:
                     raise ValueError(f"{where} gives the token {content!r} the id {index}, which is "
                                      f"{self.ids_to_tokens.get(index)!r} in the vocabulary.")
             else:
-                beyond.append((index, content, special))
-        for index, content, special in sorted(beyond):
+                normalized = bool(token.get("normalized", not special)) if isinstance(token, dict) else bool(
+                    getattr(token, "normalized", not special))
+                beyond.append((index, content, special, normalized))
+        for index, content, special, normalized in sorted(beyond):
             if index != len(self) or content in self.vocab or content in self.added_tokens_encoder:
                 raise ValueError(f"{where}: the added token {content!r} has the id {index}, but the next free id "
                                  f"is {len(self)} (added tokens follow the vocabulary without gaps or repeats)")
-            normalized = bool(token.get("normalized", not special)) if isinstance(token, dict) else bool(
-                getattr(token, "normalized", not special))
             self._append_added(content, special, normalized)
         self._all_ids = {**self.vocab, **self.added_tokens_encoder} if self.added_tokens_encoder else self.vocab
 
@@ -279,6 +279,9 @@ class VocabularyMixin:
         # The BasicTokenizer never splits special tokens (transformers passes them as
         # `never_split` when it tokenizes the text between them).
         self._never_split = self.basic_tokenizer.never_split | set(self.all_special_tokens)
+        # added tokens found in the lower-cased text (tokenizer._segments_lowered)
+        self._match_lowered = self.do_lower_case and any(
+            not self._added_special[t] and self._added_normalized[t] for t in self.added_tokens_encoder)
         # (None once set to None: an unknown word, or [CLS]/[SEP] around a text, is then an error)
         self._unk_id, self._cls_id, self._sep_id = (None if token is None else self._all_ids[str(token)]
                                                     for token in (self.unk_token, self.cls_token, self.sep_token))

@@ -160,8 +160,11 @@ class EncodeMixin:
         stride=0,
         padding_side=None,
         return_tensors=None,
+        **kwargs,
     ):
-        """Text (or pair) -> input_ids: `self(text, ...)["input_ids"]`."""
+        """Text (or pair) -> input_ids: `self(text, ...)["input_ids"]`; other keywords of
+        `__call__` (`is_split_into_words`, `pad_to_multiple_of`, `verbose`, ...) are passed on."""
+        kwargs.pop("return_attention_mask", None)
         return self(
             text,
             text_pair,
@@ -173,7 +176,22 @@ class EncodeMixin:
             padding_side=padding_side,
             return_tensors=return_tensors,
             return_attention_mask=False,
+            **kwargs,
         )["input_ids"]
+
+    def prepare_for_model(self, ids, pair_ids=None, prepend_batch_axis=False, **kwargs):
+        """Ids of one sequence (and of a pair) -> the model's inputs: special tokens, truncation,
+        padding as `__call__` does them on ids (transformers' `prepare_for_model`).  With
+        `return_tensors="np"` the arrays are 1-D unless `prepend_batch_axis=True`."""
+        for name, value in (("ids", ids), ("pair_ids", pair_ids)):
+            if value is not None and not (isinstance(value, (list, tuple)) and all(
+                    isinstance(i, (int, np.integer)) for i in value)):
+                raise ValueError(f"prepare_for_model takes lists of token ids; {name} is {value!r:.60}")
+        encoding = self(list(ids), None if pair_ids is None else list(pair_ids), **kwargs)
+        if kwargs.get("return_tensors") and not prepend_batch_axis and not kwargs.get("return_overflowing_tokens"):
+            for key in list(encoding):
+                encoding[key] = encoding[key][0]
+        return encoding
 
     def _ids_of(self, text, with_offsets):
         """One sequence (str, or list of ids) -> (ids, offsets or None)."""

@@ -227,7 +227,9 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
         return split_tokens
 
     def _segments(self, text):
-        """Cut `text` at special tokens: [(start, end, special_token_or_None), ...]."""
+        """Cut `text` at special and added tokens: [(start, end, token_or_None), ...]."""
+        if self._match_lowered:
+            return self._segments_lowered(text)
         if not any(ch in text for ch in self._special_first_chars):
             return [(0, len(text), None)]  # BERT's usual special tokens all start with "["
         segments, start = [], 0
@@ -236,6 +238,37 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
                 segments.append((start, m.start(), None))
             segments.append((m.start(), m.end(), m.group()))
             start = m.end()
+        if start < len(text):
+            segments.append((start, len(text), None))
+        return segments
+
+    def _segments_lowered(self, text):
+        """`_segments` for a lower-casing tokenizer with added (non-special) tokens: as
+        transformers' Python tokenizer (4.x) and its Rust tokenizer do, the added tokens are found in
+        the text lower-cased character by character outside the special and added tokens written in
+        it, so "NewWord" finds the added "newword".  The spans are those of the original text."""
+        view, raw_start, raw_end, pos = [], [], [], 0      # per character of the lower-cased view
+
+        def copy(start, end, lower):
+            for i in range(start, end):
+                chars = text[i].lower() if lower else text[i]      # "İ" lowers to two characters
+                view.append(chars)
+                raw_start.extend([i] * len(chars))
+                raw_end.extend([i + 1] * len(chars))
+
+        for m in self._special_token_re.finditer(text):
+            copy(pos, m.start(), True)
+            copy(m.start(), m.end(), False)
+            pos = m.end()
+        copy(pos, len(text), True)
+        view = "".join(view)
+        segments, start = [], 0
+        for m in self._special_token_re.finditer(view):
+            m_start, m_end = raw_start[m.start()], raw_end[m.end() - 1]
+            if start < m_start:
+                segments.append((start, m_start, None))
+            segments.append((m_start, m_end, m.group()))
+            start = m_end
         if start < len(text):
             segments.append((start, len(text), None))
         return segments
@@ -335,25 +368,45 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
             .replace(" 're", "'re")
         )
 
-    def decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None):
+    def decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None,
+               spaces_between_special_tokens=True):
         """Ids -> text; a batch (list of lists, or 2-D array) -> list of texts.
-        `clean_up_tokenization_spaces=None` uses `self.clean_up_tokenization_spaces`."""
+        `clean_up_tokenization_spaces=None` uses `self.clean_up_tokenization_spaces`.  Tokens added
+        beyond the vocabulary are joined to their neighbours with a space, or none with
+        `spaces_between_special_tokens=False` (transformers' Python `_decode`)."""
         token_ids = to_python(token_ids)
         if isinstance(token_ids, (list, tuple)) and token_ids and isinstance(token_ids[0], (list, tuple)):
-            return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in token_ids]
+            return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces, spaces_between_special_tokens)
+                    for ids in token_ids]
         if isinstance(token_ids, int):
             token_ids = [token_ids]
-        text = self._join_tokens(self.convert_ids_to_tokens(token_ids, skip_special_tokens))
+        tokens = self.convert_ids_to_tokens(token_ids, skip_special_tokens)
+        added = set(self.added_tokens_encoder) - set(self.all_special_tokens)
+        added |= {t for t in self.additional_special_tokens or [] if t in self.added_tokens_encoder}
+        if not added.intersection(tokens):
+            text = self._join_tokens(tokens)
+        else:                       # the added tokens as they are, the runs between them joined
+            chunks, run = [], []
+            for token in tokens:
+                if token in added:
+                    chunks += [self._join_tokens(run)] if run else []
+                    chunks.append(token)
+                    run = []
+                else:
+                    run.append(token)
+            chunks += [self._join_tokens(run)] if run else []
+            text = (" " if spaces_between_special_tokens else "").join(chunks)
         if clean_up_tokenization_spaces is None:
             clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
         return self.clean_up_tokenization(text) if clean_up_tokenization_spaces else text
 
-    def batch_decode(self, sequences, skip_special_tokens=False, clean_up_tokenization_spaces=None):
+    def batch_decode(self, sequences, skip_special_tokens=False, clean_up_tokenization_spaces=None,
+                     spaces_between_special_tokens=True):
         """A batch of id sequences -> list of texts."""
         sequences = to_python(sequences)
         if isinstance(sequences, (list, tuple)) and len(sequences) == 0:
             return []
-        result = self.decode(sequences, skip_special_tokens, clean_up_tokenization_spaces)
+        result = self.decode(sequences, skip_special_tokens, clean_up_tokenization_spaces, spaces_between_special_tokens)
         return [result] if isinstance(result, str) else result
 
     def __repr__(self):
