@@ -87,9 +87,12 @@ def convert_ids_to_tokens(inv_vocab, ids):
 
 
 def token_content(value):
-    """A token as written in a config: "[UNK]" or {"content": "[UNK]", ...} -> "[UNK]"."""
+    """A token as written in a config or passed in code: "[UNK]", {"content": "[UNK]", ...} or an
+    object with a `content` (transformers' AddedToken) -> "[UNK]"."""
     if isinstance(value, dict) and "content" in value:
         return value["content"]
+    if not isinstance(value, str) and isinstance(getattr(value, "content", None), str):
+        return value.content
     return value
 
 

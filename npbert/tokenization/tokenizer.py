@@ -77,12 +77,15 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
                 raise AttributeError(f"{key} conflicts with the method {key} in {type(self).__name__}")
         if vocab_file is None:
             raise TypeError("BertTokenizer needs a vocabulary: BertTokenizer('path/to/vocab.txt'), or a {token: id} dict")
+        unk_token, sep_token, pad_token, cls_token, mask_token = (
+            token_content(t) for t in (unk_token, sep_token, pad_token, cls_token, mask_token))
         options = dict(do_lower_case=do_lower_case, never_split=never_split,
                        tokenize_chinese_chars=tokenize_chinese_chars, strip_accents=strip_accents,
                        unk_token=unk_token, sep_token=sep_token, pad_token=pad_token, cls_token=cls_token,
                        mask_token=mask_token, **kwargs)
         # transformers' init_kwargs: every constructor argument, the defaults too (a copy of the
         # vocabulary given as a dict is not kept), and unknown keywords, kept and saved as transformers does
+        self.init_inputs = ()          # (transformers keeps positional arguments here; npbert has none beyond the vocabulary)
         self.init_kwargs = {"vocab_file": vocab_file if not isinstance(vocab_file, dict) else None,
                             "do_basic_tokenize": True, "clean_up_tokenization_spaces": True, **options}
         for name in ("unk_token", "sep_token", "cls_token"):
