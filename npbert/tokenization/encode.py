@@ -196,7 +196,11 @@ class EncodeMixin:
     def _ids_of(self, text, with_offsets):
         """One sequence (str, or list of ids) -> (ids, offsets or None)."""
         if isinstance(text, str):
-            return self._encode_text(text, with_offsets)
+            ids, offsets = self._encode_text(text, with_offsets)
+            if self._unk_id is None and None in ids:
+                raise ValueError(f"{text!r:.60} has a word the vocabulary lacks and the tokenizer's unk_token is "
+                                 "None; set one (tokenizer.unk_token = '[UNK]') to encode it.")
+            return ids, offsets
         if isinstance(text, Words):              # (return_offsets_mapping is refused for words)
             return [i for word in text.words for i in self._encode_text(word, False)[0]], None
         if isinstance(text, (list, tuple)) and text and all(isinstance(i, (int, np.integer)) for i in text):

@@ -97,9 +97,6 @@ class FastTextEncoder:
         basic = tok.basic_tokenizer if tok.do_basic_tokenize else None
         tokens, spans = aligned.wordpieces_with_spans(basic, tok._never_split, self._wordpiece, raw)
         ids = tuple(tok.vocab.get(t, tok._unk_id) for t in tokens)
-        if None in ids:
-            raise ValueError(f"The word {raw!r} is not in the vocabulary and the tokenizer's unk_token is None; "
-                             "set one (tokenizer.unk_token = '[UNK]') to encode it.")
         result = (tuple(tokens), ids, tuple(spans))
         if len(self.word_cache) >= _WORD_CACHE_LIMIT:
             self.word_cache.clear()
