@@ -7,9 +7,10 @@
     model.resize_token_embeddings(len(tok))          the model gets rows for the new ids
 
 An added token is never split: like a special token, it is cut out of the raw text wherever it is
-written (longest match first) and becomes its id, and WordPiece never uses it as a piece.  As in
-transformers' Python tokenizer, a non-special token added to a lower-casing tokenizer is stored
-lower-cased ("NewWord" -> "newword") and matched as stored.  `vocab` stays the vocab.txt
+written (longest match first) and becomes its id, and WordPiece never uses it as a piece.  A
+non-special token added to a lower-casing tokenizer is stored lower-cased ("NewWord" -> "newword")
+and found in the text lower-cased (tokenizer._segments_lowered), as transformers 4.x's Python
+tokenizer and its Rust tokenizer find it.  `vocab` stays the vocab.txt
 vocabulary (`vocab_size` its size); `len(tok)`, `get_vocab()`, `convert_tokens_to_ids` and
 `decode` include the added tokens; `save_pretrained` writes them into tokenizer_config.json's
 `added_tokens_decoder` (vocab.txt keeps the file's tokens), and `from_pretrained` reads them back.
