@@ -250,9 +250,17 @@ class PretrainedFilesMixin:
         _write_whole(save_directory, [(vocab_file, vocab_bytes), (config_file, config_bytes)])
         return vocab_file, config_file
 
-    def save_vocabulary(self, save_directory, filename_prefix=None):
+    def save_vocabulary(self, save_directory=None, filename_prefix=None, vocab_path=None):
         """Write the vocabulary alone (`vocab.txt`, or `<prefix>-vocab.txt`), atomically;
-        returns `(path,)`.  A `save_directory` that is not a directory is taken as the file name."""
+        returns `(path,)`.  A `save_directory` that is not a directory is taken as the file name.
+        `vocab_path=` (pytorch-pretrained-bert 0.6's name) does the same and returns the path
+        itself, as 0.6 did."""
+        if vocab_path is not None:
+            if save_directory is not None:
+                raise TypeError("save_vocabulary: give save_directory or vocab_path (0.6's name), not both")
+            return self.save_vocabulary(vocab_path, filename_prefix)[0]
+        if save_directory is None:
+            raise TypeError("save_vocabulary() needs save_directory: the folder (or file) to write vocab.txt to")
         save_directory = os.fspath(save_directory)
         prefix = f"{filename_prefix}-" if filename_prefix else ""
         if os.path.isdir(save_directory):

@@ -115,3 +115,16 @@ def test_prepare_for_model_and_encode_keywords(both):
     batch = [(words[0], words[1]), (words[1], words[0])]
     assert ours.batch_encode_plus(batch, is_split_into_words=True)["input_ids"] == \
         theirs(batch, is_split_into_words=True)["input_ids"]
+
+
+def test_save_vocabulary_with_0_6s_keyword(minilm_dir, tmp_path):
+    """pytorch-pretrained-bert 0.6 wrote `save_vocabulary(vocab_path=dir)` and got the file's path
+    back (not transformers' 1-tuple); its tests then reload from that path."""
+    tok = BertTokenizer.from_pretrained(minilm_dir)
+    path = tok.save_vocabulary(vocab_path=str(tmp_path))
+    assert path == str(tmp_path / "vocab.txt")
+    assert open(path, encoding="utf-8").read() == open(minilm_dir / "vocab.txt", encoding="utf-8").read()
+    assert BertTokenizer.from_pretrained(path).tokenize("UNwant\u00e9d,running") == tok.tokenize("UNwant\u00e9d,running")
+    assert tok.save_vocabulary(str(tmp_path)) == (str(tmp_path / "vocab.txt"),)
+    with pytest.raises(TypeError, match="not both"):
+        tok.save_vocabulary(str(tmp_path), vocab_path=str(tmp_path))
