@@ -189,8 +189,10 @@ class VocabularyMixin:
         added = 0
         for token in new_tokens:
             content = token_content(getattr(token, "content", token))
-            if not isinstance(content, str) or not content:
-                raise ValueError(f"add_tokens: a token must be a non-empty string, got {token!r:.60}")
+            if content == "":                  # as transformers: nothing to add
+                continue
+            if not isinstance(content, str):
+                raise ValueError(f"add_tokens: a token must be a string, got {token!r:.60}")
             special = special_tokens or bool(getattr(token, "special", False))
             normalized = bool(getattr(token, "normalized", not special))
             if not special and normalized and self.do_lower_case:

@@ -128,3 +128,16 @@ def test_save_vocabulary_with_0_6s_keyword(minilm_dir, tmp_path):
     assert tok.save_vocabulary(str(tmp_path)) == (str(tmp_path / "vocab.txt"),)
     with pytest.raises(TypeError, match="not both"):
         tok.save_vocabulary(str(tmp_path), vocab_path=str(tmp_path))
+
+
+def test_pad_a_renamed_first_input(both):
+    """pad() pads model_input_names[0], whatever its name (transformers' test renames it "inputs")."""
+    ours, theirs = both
+    batch = ours(["This is a input 1", "This is a much longer input which should be padded"])
+    expected = theirs.pad(dict(theirs(["This is a input 1", "This is a much longer input which should be padded"])),
+                          padding="longest")
+    renamed = {("inputs" if k == "input_ids" else k): v for k, v in batch.items()}
+    ours.model_input_names = ["inputs"] + ours.model_input_names[1:]
+    padded = ours.pad(renamed, padding="longest")
+    assert padded["inputs"] == expected["input_ids"] and padded["attention_mask"] == expected["attention_mask"]
+    assert ours.model_input_names[0] == "inputs"
