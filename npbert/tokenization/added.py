@@ -238,6 +238,53 @@ class VocabularyMixin:
         self._rebuild()
         return added
 
+    def _segments(self, text):
+        """Cut `text` at special and added tokens: [(start, end, token_or_None), ...]."""
+        if self._match_lowered:
+            return self._segments_lowered(text)
+        if not any(ch in text for ch in self._special_first_chars):
+            return [(0, len(text), None)]  # BERT's usual special tokens all start with "["
+        segments, start = [], 0
+        for m in self._special_token_re.finditer(text):
+            if start < m.start():
+                segments.append((start, m.start(), None))
+            segments.append((m.start(), m.end(), m.group()))
+            start = m.end()
+        if start < len(text):
+            segments.append((start, len(text), None))
+        return segments
+
+    def _segments_lowered(self, text):
+        """`_segments` for a lower-casing tokenizer with added (non-special) tokens: as
+        transformers' Python tokenizer (4.x) and its Rust tokenizer do, the added tokens are found in
+        the text lower-cased character by character outside the special and added tokens written in
+        it, so "NewWord" finds the added "newword".  The spans are those of the original text."""
+        view, raw_start, raw_end, pos = [], [], [], 0      # per character of the lower-cased view
+
+        def copy(start, end, lower):
+            for i in range(start, end):
+                chars = text[i].lower() if lower else text[i]      # "İ" lowers to two characters
+                view.append(chars)
+                raw_start.extend([i] * len(chars))
+                raw_end.extend([i + 1] * len(chars))
+
+        for m in self._special_token_re.finditer(text):
+            copy(pos, m.start(), True)
+            copy(m.start(), m.end(), False)
+            pos = m.end()
+        copy(pos, len(text), True)
+        view = "".join(view)
+        segments, start = [], 0
+        for m in self._special_token_re.finditer(view):
+            m_start, m_end = raw_start[m.start()], raw_end[m.end() - 1]
+            if start < m_start:
+                segments.append((start, m_start, None))
+            segments.append((m_start, m_end, m.group()))
+            start = m_end
+        if start < len(text):
+            segments.append((start, len(text), None))
+        return segments
+
     def _register_added_tokens(self, decoder, where):
         """`added_tokens_decoder` ({id: token or {"content": ..., "special": ...}}, as
         tokenizer_config.json / tokenizer.json / added_tokens.json hold it): ids inside the

@@ -14,9 +14,10 @@ same tokens, their ids and character offsets come from fast.py (one regex pass, 
 word); tests/tokenization checks the two paths equal.  The rest of the class lives in:
 
     encode.py    __call__, encode: [CLS] A [SEP] (B [SEP]), truncation, padding -> BatchEncoding
+    windows.py   return_overflowing_tokens as the Rust tokenizer gives it: a row per window
     padding.py   the truncation and padding strategies, pad()
     files.py     from_pretrained, save_pretrained, save_vocabulary, load_vocab (tokenizer_json.py: tokenizer.json)
-    added.py     vocabulary, special tokens, add_tokens, add_special_tokens
+    added.py     vocabulary, special tokens, add_tokens, add_special_tokens, cutting the text at them
     alignment.py what BatchEncoding's tokens(), word_ids(), char_to_token(), ... read
     extras.py    encode_plus, batch_encode_plus, is_split_into_words
 """
@@ -32,11 +33,13 @@ from npbert.tokenization.extras import TokenizerExtras
 from npbert.tokenization.files import (NOT_PASSED_ON, PretrainedFilesMixin, check_options, read_vocab_lines,
                                       token_content)
 from npbert.tokenization.padding import PaddingTruncationMixin
+from npbert.tokenization.windows import WindowsMixin
 from npbert.tokenization.warn import warn
 from npbert.tokenization.wordpiece import WordpieceTokenizer
 
 
-class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTruncationMixin, PretrainedFilesMixin):
+class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, WindowsMixin, PaddingTruncationMixin,
+                    PretrainedFilesMixin):
     """BERT's tokenizer: BasicTokenizer + WordPiece + the encoding interface.
 
     Args:
@@ -228,53 +231,6 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
         else:
             split_tokens = self.wordpiece_tokenizer.tokenize(text)
         return split_tokens
-
-    def _segments(self, text):
-        """Cut `text` at special and added tokens: [(start, end, token_or_None), ...]."""
-        if self._match_lowered:
-            return self._segments_lowered(text)
-        if not any(ch in text for ch in self._special_first_chars):
-            return [(0, len(text), None)]  # BERT's usual special tokens all start with "["
-        segments, start = [], 0
-        for m in self._special_token_re.finditer(text):
-            if start < m.start():
-                segments.append((start, m.start(), None))
-            segments.append((m.start(), m.end(), m.group()))
-            start = m.end()
-        if start < len(text):
-            segments.append((start, len(text), None))
-        return segments
-
-    def _segments_lowered(self, text):
-        """`_segments` for a lower-casing tokenizer with added (non-special) tokens: as
-        transformers' Python tokenizer (4.x) and its Rust tokenizer do, the added tokens are found in
-        the text lower-cased character by character outside the special and added tokens written in
-        it, so "NewWord" finds the added "newword".  The spans are those of the original text."""
-        view, raw_start, raw_end, pos = [], [], [], 0      # per character of the lower-cased view
-
-        def copy(start, end, lower):
-            for i in range(start, end):
-                chars = text[i].lower() if lower else text[i]      # "İ" lowers to two characters
-                view.append(chars)
-                raw_start.extend([i] * len(chars))
-                raw_end.extend([i + 1] * len(chars))
-
-        for m in self._special_token_re.finditer(text):
-            copy(pos, m.start(), True)
-            copy(m.start(), m.end(), False)
-            pos = m.end()
-        copy(pos, len(text), True)
-        view = "".join(view)
-        segments, start = [], 0
-        for m in self._special_token_re.finditer(view):
-            m_start, m_end = raw_start[m.start()], raw_end[m.end() - 1]
-            if start < m_start:
-                segments.append((start, m_start, None))
-            segments.append((m_start, m_end, m.group()))
-            start = m_end
-        if start < len(text):
-            segments.append((start, len(text), None))
-        return segments
 
     def _encode_text(self, text, with_offsets):
         """One text -> (ids, offsets or None), no special tokens added."""
