@@ -141,3 +141,9 @@ def test_pad_a_renamed_first_input(both):
     padded = ours.pad(renamed, padding="longest")
     assert padded["inputs"] == expected["input_ids"] and padded["attention_mask"] == expected["attention_mask"]
     assert ours.model_input_names[0] == "inputs"
+
+
+def test_words_is_word_ids_under_its_4x_name(minilm_dir):
+    enc = BertTokenizer.from_pretrained(minilm_dir)(["Wonderful no inspiration", "a b"], padding=True)
+    with pytest.warns(FutureWarning, match="word_ids"):
+        assert enc.words(1) == enc.word_ids(1) == [None, 0, 1, None, None]
