@@ -7,9 +7,10 @@
     model.resize_token_embeddings(len(tok))          the model gets rows for the new ids
 
 An added token is never split: like a special token, it is cut out of the raw text wherever it is
-written (longest match first) and becomes its id, and WordPiece never uses it as a piece.  As in
-transformers' Python tokenizer, a non-special token added to a lower-casing tokenizer is stored
-lower-cased ("NewWord" -> "newword") and matched as stored.  `vocab` stays the vocab.txt
+written (longest match first) and becomes its id, and WordPiece never uses it as a piece.  A
+non-special token added to a lower-casing tokenizer is stored lower-cased ("NewWord" -> "newword")
+and found in the text lower-cased (tokenizer._segments_lowered), as transformers 4.x's Python
+tokenizer and its Rust tokenizer find it.  `vocab` stays the vocab.txt
 vocabulary (`vocab_size` its size); `len(tok)`, `get_vocab()`, `convert_tokens_to_ids` and
 `decode` include the added tokens; `save_pretrained` writes them into tokenizer_config.json's
 `added_tokens_decoder` (vocab.txt keeps the file's tokens), and `from_pretrained` reads them back.
@@ -22,22 +23,26 @@ from npbert.tokenization.fast import FastTextEncoder
 from npbert.tokenization.files import SPECIAL_TOKEN_NAMES, token_content
 
 
+# transformers' special-token attributes, in its order: BERT's five, and bos/eos, which BERT does not
+# use but every transformers tokenizer has (None unless given or added)
+SPECIAL_TOKEN_ATTRIBUTES = ("bos_token", "eos_token") + SPECIAL_TOKEN_NAMES
+
+
 def _special_token(name):
     """A special-token attribute (`tok.pad_token`): a str or None.  Once the tokenizer is built,
     setting one (as tutorials write `tokenizer.pad_token = ...`) must name a token the tokenizer
-    has, and updates what depends on it; `add_special_tokens` adds a new one."""
+    has, and updates what depends on it; `add_special_tokens` adds a new one.  None unsets it, as
+    in transformers (without [CLS]/[SEP] no special tokens can then be added around a text, and
+    without [UNK] an unknown word has no id: each is an error saying so when it happens)."""
 
     def get(self):
         return self.__dict__.get("_" + name)
 
     def set(self, value):
         value = None if value is None else str(token_content(getattr(value, "content", value)))
-        if self.__dict__.get("_built"):
-            if value is None and name in ("unk_token", "sep_token", "cls_token"):
-                raise ValueError(f"BertTokenizer needs a {name}; it cannot be set to None.")
-            if value is not None and value not in self._all_ids:
-                raise ValueError(f"{name} = {value!r}: the tokenizer has no such token; use "
-                                 f"tokenizer.add_special_tokens({{'{name}': {value!r}}}) to add it.")
+        if self.__dict__.get("_built") and value is not None and value not in self._all_ids:
+            raise ValueError(f"{name} = {value!r}: the tokenizer has no such token; use "
+                             f"tokenizer.add_special_tokens({{'{name}': {value!r}}}) to add it.")
         self.__dict__["_" + name] = value
         if self.__dict__.get("_built"):
             self._rebuild()
@@ -45,14 +50,65 @@ def _special_token(name):
     return property(get, set)
 
 
+def _special_token_id(name):
+    """`tok.pad_token_id`: the id of the special token (None when unset); setting an id sets the
+    token to the one with that id (None unsets it), as transformers' `*_token_id` setters do."""
+
+    def get(self):
+        return self._token_id(name)
+
+    def set(self, value):
+        if value is not None and (not isinstance(value, (int, np.integer)) or int(value) not in self.ids_to_tokens):
+            raise ValueError(f"{name}_id = {value!r}: not an id of this tokenizer (0 .. {len(self) - 1})")
+        setattr(self, name, None if value is None else self.ids_to_tokens[int(value)])
+
+    return property(get, set)
+
+
 class VocabularyMixin:
     """Mixed into BertTokenizer: its vocabulary, special tokens and added tokens."""
 
+    bos_token = _special_token("bos_token")
+    eos_token = _special_token("eos_token")
     unk_token = _special_token("unk_token")
     sep_token = _special_token("sep_token")
     pad_token = _special_token("pad_token")
     cls_token = _special_token("cls_token")
     mask_token = _special_token("mask_token")
+    bos_token_id = _special_token_id("bos_token")
+    eos_token_id = _special_token_id("eos_token")
+    unk_token_id = _special_token_id("unk_token")
+    sep_token_id = _special_token_id("sep_token")
+    pad_token_id = _special_token_id("pad_token")
+    cls_token_id = _special_token_id("cls_token")
+    mask_token_id = _special_token_id("mask_token")
+
+    @property
+    def additional_special_tokens(self):
+        """Special tokens beyond the named ones (a list; None once set to None, as transformers)."""
+        return self.__dict__.get("_additional_special_tokens")
+
+    @additional_special_tokens.setter
+    def additional_special_tokens(self, tokens):
+        if tokens is not None:
+            if isinstance(tokens, str) or not isinstance(tokens, (list, tuple)):
+                raise ValueError(f"additional_special_tokens must be a list of tokens, got {tokens!r:.60}")
+            tokens = [str(token_content(getattr(t, "content", t))) for t in tokens]
+            unknown = [t for t in tokens if t not in self._all_ids] if self.__dict__.get("_built") else []
+            if unknown:
+                raise ValueError(f"additional_special_tokens: the tokenizer has no token(s) {unknown}; use "
+                                 "tokenizer.add_special_tokens({'additional_special_tokens': [...]}) to add them.")
+        self.__dict__["_additional_special_tokens"] = tokens
+        if self.__dict__.get("_built"):
+            self._rebuild()
+
+    @property
+    def additional_special_tokens_ids(self):
+        return self.convert_tokens_to_ids(self.additional_special_tokens or [])
+
+    @additional_special_tokens_ids.setter
+    def additional_special_tokens_ids(self, ids):
+        self.additional_special_tokens = [self.convert_ids_to_tokens(int(i)) for i in ids]
 
     # ------------------------------------------------------------------
     # Vocabulary and special tokens
@@ -80,11 +136,11 @@ class VocabularyMixin:
         """[unk, sep, pad, cls, mask] (those not None), then additional ones, then the other added
         special tokens, unique."""
         tokens = []
-        for name in SPECIAL_TOKEN_NAMES:
+        for name in SPECIAL_TOKEN_ATTRIBUTES:
             token = getattr(self, name)
             if token is not None and str(token) not in tokens:
                 tokens.append(str(token))
-        tokens += [t for t in self.additional_special_tokens if t not in tokens]
+        tokens += [t for t in self.additional_special_tokens or [] if t not in tokens]
         # tokens added with add_tokens(..., special_tokens=True) too (transformers 5)
         tokens += [t for t, special in self._added_special.items() if special and t not in tokens]
         return tokens
@@ -95,7 +151,8 @@ class VocabularyMixin:
 
     @property
     def special_tokens_map(self):
-        special = {name: str(getattr(self, name)) for name in SPECIAL_TOKEN_NAMES if getattr(self, name) is not None}
+        special = {name: str(getattr(self, name)) for name in SPECIAL_TOKEN_ATTRIBUTES
+                   if getattr(self, name) is not None}
         if self.additional_special_tokens:
             special["additional_special_tokens"] = list(self.additional_special_tokens)
         return special
@@ -103,12 +160,6 @@ class VocabularyMixin:
     def _token_id(self, name):
         token = getattr(self, name)
         return None if token is None else self._all_ids.get(str(token), self._unk_id)
-
-    unk_token_id = property(lambda self: self._token_id("unk_token"))
-    sep_token_id = property(lambda self: self._token_id("sep_token"))
-    pad_token_id = property(lambda self: self._token_id("pad_token"))
-    cls_token_id = property(lambda self: self._token_id("cls_token"))
-    mask_token_id = property(lambda self: self._token_id("mask_token"))
 
     def convert_tokens_to_ids(self, tokens):
         """A token or a list of tokens -> id(s); unknown tokens -> unk_token_id."""
@@ -120,10 +171,10 @@ class VocabularyMixin:
     def convert_ids_to_tokens(self, ids, skip_special_tokens=False):
         """An id or a list of ids -> token(s); unknown ids -> unk_token."""
         if isinstance(ids, (int, np.integer)):
-            return self.ids_to_tokens.get(int(ids), str(self.unk_token))
+            return self.ids_to_tokens.get(int(ids), self.unk_token)
         skip = set(self.all_special_ids) if skip_special_tokens else ()
         return [
-            self.ids_to_tokens.get(int(i), str(self.unk_token)) for i in ids if int(i) not in skip
+            self.ids_to_tokens.get(int(i), self.unk_token) for i in ids if int(i) not in skip
         ]
 
     # ------------------------------------------------------------------
@@ -138,27 +189,36 @@ class VocabularyMixin:
         added = 0
         for token in new_tokens:
             content = token_content(getattr(token, "content", token))
-            if not isinstance(content, str) or not content:
-                raise ValueError(f"add_tokens: a token must be a non-empty string, got {token!r:.60}")
+            if content == "":                  # as transformers: nothing to add
+                continue
+            if not isinstance(content, str):
+                raise ValueError(f"add_tokens: a token must be a string, got {token!r:.60}")
             special = special_tokens or bool(getattr(token, "special", False))
-            if not special and self.do_lower_case:
+            normalized = bool(getattr(token, "normalized", not special))
+            if not special and normalized and self.do_lower_case:
                 content = content.lower()
             if content in self.vocab or content in self.added_tokens_encoder:
                 continue
-            index = len(self)
-            self.added_tokens_encoder[content] = index
-            self.ids_to_tokens[index] = content
-            self._added_special[content] = special
+            self._append_added(content, special, normalized)
             added += 1
         self._rebuild()
         return added
+
+    def _append_added(self, content, special, normalized):
+        """Give `content` the next id, after the vocabulary and the tokens added before it."""
+        index = len(self)
+        self.added_tokens_encoder[content] = index
+        self.ids_to_tokens[index] = content
+        self._added_special[content] = special
+        self._added_normalized[content] = normalized
+        self._all_ids = {**self.vocab, **self.added_tokens_encoder}
 
     def add_special_tokens(self, special_tokens_dict, replace_additional_special_tokens=True):
         """Set special tokens ({"pad_token": "[PAD]", "additional_special_tokens": [...]}), adding
         the new ones beyond the vocabulary; returns how many were added."""
         if not isinstance(special_tokens_dict, dict):
             raise TypeError(f"add_special_tokens takes a dict {{name: token}}, got {type(special_tokens_dict).__name__}")
-        names = SPECIAL_TOKEN_NAMES + ("additional_special_tokens", "extra_special_tokens")
+        names = SPECIAL_TOKEN_ATTRIBUTES + ("additional_special_tokens", "extra_special_tokens")
         unknown = [key for key in special_tokens_dict if key not in names]
         if unknown:
             raise ValueError(f"add_special_tokens: {unknown} are not special-token names; use one of {list(names)}")
@@ -169,7 +229,7 @@ class VocabularyMixin:
                     raise ValueError(f"add_special_tokens: {key} must be a list of tokens, got {value!r:.60}")
                 tokens = [str(token_content(getattr(t, "content", t))) for t in value]
                 added += self.add_tokens(tokens, special_tokens=True)
-                kept = [] if replace_additional_special_tokens else self.additional_special_tokens
+                kept = [] if replace_additional_special_tokens else (self.additional_special_tokens or [])
                 self.additional_special_tokens = kept + [t for t in tokens if t not in kept]
             else:
                 token = str(token_content(getattr(value, "content", value)))
@@ -177,6 +237,53 @@ class VocabularyMixin:
                 self.__dict__["_" + key] = token
         self._rebuild()
         return added
+
+    def _segments(self, text):
+        """Cut `text` at special and added tokens: [(start, end, token_or_None), ...]."""
+        if self._match_lowered:
+            return self._segments_lowered(text)
+        if not any(ch in text for ch in self._special_first_chars):
+            return [(0, len(text), None)]  # BERT's usual special tokens all start with "["
+        segments, start = [], 0
+        for m in self._special_token_re.finditer(text):
+            if start < m.start():
+                segments.append((start, m.start(), None))
+            segments.append((m.start(), m.end(), m.group()))
+            start = m.end()
+        if start < len(text):
+            segments.append((start, len(text), None))
+        return segments
+
+    def _segments_lowered(self, text):
+        """`_segments` for a lower-casing tokenizer with added (non-special) tokens: as
+        transformers' Python tokenizer (4.x) and its Rust tokenizer do, the added tokens are found in
+        the text lower-cased character by character outside the special and added tokens written in
+        it, so "NewWord" finds the added "newword".  The spans are those of the original text."""
+        view, raw_start, raw_end, pos = [], [], [], 0      # per character of the lower-cased view
+
+        def copy(start, end, lower):
+            for i in range(start, end):
+                chars = text[i].lower() if lower else text[i]      # "İ" lowers to two characters
+                view.append(chars)
+                raw_start.extend([i] * len(chars))
+                raw_end.extend([i + 1] * len(chars))
+
+        for m in self._special_token_re.finditer(text):
+            copy(pos, m.start(), True)
+            copy(m.start(), m.end(), False)
+            pos = m.end()
+        copy(pos, len(text), True)
+        view = "".join(view)
+        segments, start = [], 0
+        for m in self._special_token_re.finditer(view):
+            m_start, m_end = raw_start[m.start()], raw_end[m.end() - 1]
+            if start < m_start:
+                segments.append((start, m_start, None))
+            segments.append((m_start, m_end, m.group()))
+            start = m_end
+        if start < len(text):
+            segments.append((start, len(text), None))
+        return segments
 
     def _register_added_tokens(self, decoder, where):
         """`added_tokens_decoder` ({id: token or {"content": ..., "special": ...}}, as
@@ -198,14 +305,14 @@ class VocabularyMixin:
                     raise ValueError(f"{where} gives the token {content!r} the id {index}, which is "
                                      f"{self.ids_to_tokens.get(index)!r} in the vocabulary.")
             else:
-                beyond.append((index, content, special))
-        for index, content, special in sorted(beyond):
+                normalized = bool(token.get("normalized", not special)) if isinstance(token, dict) else bool(
+                    getattr(token, "normalized", not special))
+                beyond.append((index, content, special, normalized))
+        for index, content, special, normalized in sorted(beyond):
             if index != len(self) or content in self.vocab or content in self.added_tokens_encoder:
                 raise ValueError(f"{where}: the added token {content!r} has the id {index}, but the next free id "
                                  f"is {len(self)} (added tokens follow the vocabulary without gaps or repeats)")
-            self.added_tokens_encoder[content] = index
-            self.ids_to_tokens[index] = content
-            self._added_special[content] = special
+            self._append_added(content, special, normalized)
         self._all_ids = {**self.vocab, **self.added_tokens_encoder} if self.added_tokens_encoder else self.vocab
 
     def _rebuild(self):
@@ -222,8 +329,12 @@ class VocabularyMixin:
         # The BasicTokenizer never splits special tokens (transformers passes them as
         # `never_split` when it tokenizes the text between them).
         self._never_split = self.basic_tokenizer.never_split | set(self.all_special_tokens)
-        self._unk_id = self._all_ids[str(self.unk_token)]
-        self._cls_id, self._sep_id = self._all_ids[str(self.cls_token)], self._all_ids[str(self.sep_token)]
-        self.wordpiece_tokenizer.unk_token = str(self.unk_token)
+        # added tokens found in the lower-cased text (tokenizer._segments_lowered)
+        self._match_lowered = self.do_lower_case and any(
+            not self._added_special[t] and self._added_normalized[t] for t in self.added_tokens_encoder)
+        # (None once set to None: an unknown word, or [CLS]/[SEP] around a text, is then an error)
+        self._unk_id, self._cls_id, self._sep_id = (None if token is None else self._all_ids[str(token)]
+                                                    for token in (self.unk_token, self.cls_token, self.sep_token))
+        self.wordpiece_tokenizer.unk_token = None if self.unk_token is None else str(self.unk_token)
         self._fast = FastTextEncoder(self)
         self._built = True

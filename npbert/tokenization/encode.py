@@ -83,6 +83,14 @@ class EncodeMixin:
 
         side = padding_side or self.padding_side
         layouts = []
+        # return_overflowing_tokens as the Rust tokenizer gives it (is_fast): every window its own
+        # row, `overflow_to_sample_mapping` naming the example each row came from, a single text
+        # answered as a batch of its windows
+        windows = bool(return_overflowing_tokens) and self.is_fast
+        if windows and not _is_batch(text):
+            if text_pair is not None and _is_batch(text_pair):
+                raise ValueError("`text` is a single text but `text_pair` is a batch.")
+            text, text_pair = [text], None if text_pair is None else [text_pair]
         if not _is_batch(text):
             if text_pair is not None and _is_batch(text_pair):
                 raise ValueError("`text` is a single text but `text_pair` is a batch.")
@@ -102,8 +110,8 @@ class EncodeMixin:
         if len(text) == 0:
             raise ValueError("Got an empty batch: there is nothing to encode.")
         pairs = text_pair if text_pair is not None else [None] * len(text)
-        rows = []
-        for item, pair in zip(text, pairs):
+        rows, sample_mapping = [], []
+        for sample, (item, pair) in enumerate(zip(text, pairs)):
             if pair is None and isinstance(item, (list, tuple)) and item and not isinstance(item[0], (int, np.integer)):
                 if len(item) == 2:
                     item, pair = item
@@ -111,10 +119,15 @@ class EncodeMixin:
                     item = item[0]
                 else:
                     raise ValueError(f"Expected a pair of sequences, got {len(item)} sequences.")
-            row = self._encode_one(item, pair, return_tensors=None, layouts=layouts, **options)
-            if return_length:
-                row["length"] = len(row["input_ids"])
-            rows.append(row)
+            if windows:
+                item_rows = self._encode_windows(item, pair, layouts=layouts, **options)
+            else:
+                item_rows = [self._encode_one(item, pair, return_tensors=None, layouts=layouts, **options)]
+            for row in item_rows:
+                if return_length and not windows:
+                    row["length"] = len(row["input_ids"])
+                rows.append(row)
+                sample_mapping.append(sample)
 
         overflow_keys = ("overflowing_tokens", "num_truncated_tokens")
         batch = {key: [row[key] for row in rows] for key in rows[0] if key not in overflow_keys}
@@ -128,6 +141,10 @@ class EncodeMixin:
         batch = self._pad_batch(batch, **pad_options)
         for layout, before, ids in zip(layouts, unpadded, batch["input_ids"]):
             _set_padding(layout, len(ids) - before, side)
+        if windows:          # the Rust tokenizer's length counts the padding too
+            if return_length:
+                batch["length"] = [len(ids) for ids in batch["input_ids"]]
+            batch["overflow_to_sample_mapping"] = sample_mapping
         encoding = to_batch_encoding(batch, return_tensors, batch_axis=False)
         encoding._alignment = Alignment(self, layouts, flat=False)
         return encoding
@@ -143,8 +160,11 @@ class EncodeMixin:
         stride=0,
         padding_side=None,
         return_tensors=None,
+        **kwargs,
     ):
-        """Text (or pair) -> input_ids: `self(text, ...)["input_ids"]`."""
+        """Text (or pair) -> input_ids: `self(text, ...)["input_ids"]`; other keywords of
+        `__call__` (`is_split_into_words`, `pad_to_multiple_of`, `verbose`, ...) are passed on."""
+        kwargs.pop("return_attention_mask", None)
         return self(
             text,
             text_pair,
@@ -156,12 +176,31 @@ class EncodeMixin:
             padding_side=padding_side,
             return_tensors=return_tensors,
             return_attention_mask=False,
+            **kwargs,
         )["input_ids"]
+
+    def prepare_for_model(self, ids, pair_ids=None, prepend_batch_axis=False, **kwargs):
+        """Ids of one sequence (and of a pair) -> the model's inputs: special tokens, truncation,
+        padding as `__call__` does them on ids (transformers' `prepare_for_model`).  With
+        `return_tensors="np"` the arrays are 1-D unless `prepend_batch_axis=True`."""
+        for name, value in (("ids", ids), ("pair_ids", pair_ids)):
+            if value is not None and not (isinstance(value, (list, tuple)) and all(
+                    isinstance(i, (int, np.integer)) for i in value)):
+                raise ValueError(f"prepare_for_model takes lists of token ids; {name} is {value!r:.60}")
+        encoding = self(list(ids), None if pair_ids is None else list(pair_ids), **kwargs)
+        if kwargs.get("return_tensors") and not prepend_batch_axis and not kwargs.get("return_overflowing_tokens"):
+            for key in list(encoding):
+                encoding[key] = encoding[key][0]
+        return encoding
 
     def _ids_of(self, text, with_offsets):
         """One sequence (str, or list of ids) -> (ids, offsets or None)."""
         if isinstance(text, str):
-            return self._encode_text(text, with_offsets)
+            ids, offsets = self._encode_text(text, with_offsets)
+            if self._unk_id is None and None in ids:
+                raise ValueError(f"{text!r:.60} has a word the vocabulary lacks and the tokenizer's unk_token is "
+                                 "None; set one (tokenizer.unk_token = '[UNK]') to encode it.")
+            return ids, offsets
         if isinstance(text, Words):              # (return_offsets_mapping is refused for words)
             return [i for word in text.words for i in self._encode_text(word, False)[0]], None
         if isinstance(text, (list, tuple)) and text and all(isinstance(i, (int, np.integer)) for i in text):
@@ -222,6 +261,22 @@ class EncodeMixin:
                 pair_ids = pair_ids[keep_pair]
                 pair_offsets = pair_offsets[keep_pair] if pair_offsets is not None else None
 
+        encoded = self._assemble(ids, offsets, pair_ids, pair_offsets, add_special_tokens, return_token_type_ids,
+                                 return_special_tokens_mask, return_offsets_mapping, max_length, verbose)
+        if return_overflowing_tokens and not return_tensors and overflowing:
+            encoded["overflowing_tokens"] = overflowing
+            encoded["num_truncated_tokens"] = total_len - max_length if max_length else 0
+        if layouts is not None:
+            layouts.append(RowLayout((text, text_pair) if pair else (text,), tuple(kept), add_special_tokens))
+        return encoded
+
+    def _assemble(self, ids, offsets, pair_ids, pair_offsets, add_special_tokens, return_token_type_ids,
+                  return_special_tokens_mask, return_offsets_mapping, max_length, verbose):
+        """The (truncated) ids of one or two sequences -> one row: [CLS] A [SEP] (B [SEP]) and the
+        fields asked for (transformers' `prepare_for_model` after truncation)."""
+        pair = pair_ids is not None
+        if return_token_type_ids is None:
+            return_token_type_ids = "token_type_ids" in self.model_input_names
         if add_special_tokens:
             input_ids = self.build_inputs_with_special_tokens(ids, pair_ids)
             token_type_ids = self.create_token_type_ids_from_sequences(ids, pair_ids)
@@ -239,18 +294,16 @@ class EncodeMixin:
         if return_offsets_mapping:
             none = [(0, 0)] if add_special_tokens else []
             encoded["offset_mapping"] = none + offsets + none + ((pair_offsets + none) if pair else [])
-        if return_overflowing_tokens and not return_tensors and overflowing:
-            encoded["overflowing_tokens"] = overflowing
-            encoded["num_truncated_tokens"] = total_len - max_length if max_length else 0
-
-        if max_length is None and len(input_ids) > self.model_max_length and verbose and not self._warned_too_long:
+        warned = self.deprecation_warnings
+        if max_length is None and len(input_ids) > self.model_max_length and verbose and not warned.get(_TOO_LONG):
             warn("Token indices sequence length is longer than the specified maximum sequence length "
                  f"for this model ({len(input_ids)} > {self.model_max_length}). Running this sequence through "
-                 "the model will result in indexing errors", stacklevel=4)
-            self._warned_too_long = True
-        if layouts is not None:
-            layouts.append(RowLayout((text, text_pair) if pair else (text,), tuple(kept), add_special_tokens))
+                 "the model will result in indexing errors", stacklevel=5)
+            warned[_TOO_LONG] = True
         return encoded
+
+
+_TOO_LONG = "sequence-length-is-longer-than-the-specified-maximum"
 
 
 def _set_padding(layout, n_pad, side):

@@ -1,6 +1,8 @@
 """BatchEncoding (the dict the tokenizer returns) and the small conversions around it."""
 import re
 
+import warnings
+
 import numpy as np
 
 from npbert.tokenization.alignment import CharSpan, TokenSpan
@@ -80,6 +82,12 @@ class BatchEncoding(dict):
         """The index of each token's word (None for [CLS], [SEP], padding); counted from 0 in
         each sequence of a pair."""
         return list(self._row(batch_index, "word_ids").words)
+
+    def words(self, batch_index=0):
+        """`word_ids(batch_index)` under its older name (transformers 4.x, deprecated there)."""
+        warnings.warn("BatchEncoding.words() is word_ids() under its older name; use word_ids()", FutureWarning,
+                      stacklevel=2)
+        return self.word_ids(batch_index)
 
     def sequence_ids(self, batch_index=0):
         """0 for the tokens of the first text, 1 for the second's, None for [CLS], [SEP], padding."""

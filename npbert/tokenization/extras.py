@@ -27,6 +27,8 @@ def as_words(text):
     if not isinstance(text, (list, tuple)):
         raise ValueError(f"is_split_into_words=True takes a list of words, got {type(text).__name__}")
     if text and isinstance(text[0], (list, tuple)):
+        if text[0] and isinstance(text[0][0], (list, tuple)):       # a batch of (words, pair_words)
+            return [tuple(Words(words) for words in item) for item in text]
         return [Words(t) for t in text]
     return Words(text)
 

@@ -87,9 +87,12 @@ def convert_ids_to_tokens(inv_vocab, ids):
 
 
 def token_content(value):
-    """A token as written in a config: "[UNK]" or {"content": "[UNK]", ...} -> "[UNK]"."""
+    """A token as written in a config or passed in code: "[UNK]", {"content": "[UNK]", ...} or an
+    object with a `content` (transformers' AddedToken) -> "[UNK]"."""
     if isinstance(value, dict) and "content" in value:
         return value["content"]
+    if not isinstance(value, str) and isinstance(getattr(value, "content", None), str):
+        return value.content
     return value
 
 
@@ -150,12 +153,16 @@ class PretrainedFilesMixin:
 
         `subfolder` is a folder inside the directory.  The keywords that only concern a model hub
         (`cache_dir`, `force_download`, `local_files_only`, `revision`, `proxies`, `token`,
-        `trust_remote_code`, `use_fast`, `from_tf`, ...) are accepted and have no effect offline.
+        `trust_remote_code`, `from_tf`, ...) are accepted and have no effect offline; `use_fast=False`
+        gives the tokenizer that presents itself as transformers' Python one (`is_fast` False).
         """
         if init_inputs:
             raise TypeError("BertTokenizer.from_pretrained takes the directory and keyword arguments only")
+        use_fast = kwargs.pop("use_fast", None)     # kept: use_fast=False presents the Python tokenizer
         for name in HUB_ONLY_KEYWORDS:
             kwargs.pop(name, None)
+        if use_fast is not None:
+            kwargs["use_fast"] = use_fast
         path = os.path.join(os.fspath(pretrained_model_name_or_path), subfolder) if subfolder \
             else os.fspath(pretrained_model_name_or_path)
         if os.path.isfile(path) and os.path.basename(path) != TOKENIZER_FILE:
@@ -243,9 +250,17 @@ class PretrainedFilesMixin:
         _write_whole(save_directory, [(vocab_file, vocab_bytes), (config_file, config_bytes)])
         return vocab_file, config_file
 
-    def save_vocabulary(self, save_directory, filename_prefix=None):
+    def save_vocabulary(self, save_directory=None, filename_prefix=None, vocab_path=None):
         """Write the vocabulary alone (`vocab.txt`, or `<prefix>-vocab.txt`), atomically;
-        returns `(path,)`.  A `save_directory` that is not a directory is taken as the file name."""
+        returns `(path,)`.  A `save_directory` that is not a directory is taken as the file name.
+        `vocab_path=` (pytorch-pretrained-bert 0.6's name) does the same and returns the path
+        itself, as 0.6 did."""
+        if vocab_path is not None:
+            if save_directory is not None:
+                raise TypeError("save_vocabulary: give save_directory or vocab_path (0.6's name), not both")
+            return self.save_vocabulary(vocab_path, filename_prefix)[0]
+        if save_directory is None:
+            raise TypeError("save_vocabulary() needs save_directory: the folder (or file) to write vocab.txt to")
         save_directory = os.fspath(save_directory)
         prefix = f"{filename_prefix}-" if filename_prefix else ""
         if os.path.isdir(save_directory):
@@ -274,11 +289,12 @@ class PretrainedFilesMixin:
         """tokenizer_config.json: the options, as transformers writes them."""
         config = dict(self._init_config)
         config.update({name: getattr(self, name) for name in SPECIAL_TOKEN_NAMES})
+        config.update({name: getattr(self, name) for name in ("bos_token", "eos_token") if getattr(self, name)})
         if self.additional_special_tokens:
             config["additional_special_tokens"] = list(self.additional_special_tokens)
         if self.added_tokens_encoder:        # as transformers writes them (its own special tokens aside)
             config["added_tokens_decoder"] = {
-                str(index): {"content": token, "lstrip": False, "normalized": not self._added_special[token],
+                str(index): {"content": token, "lstrip": False, "normalized": self._added_normalized[token],
                              "rstrip": False, "single_word": False, "special": self._added_special[token]}
                 for token, index in self.added_tokens_encoder.items()}
         if self.model_input_names != ["input_ids", "token_type_ids", "attention_mask"]:

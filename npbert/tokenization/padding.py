@@ -181,9 +181,13 @@ class PaddingTruncationMixin:
                 raise ValueError(f"pad(): example {missing[0]} has keys {sorted(encoded_inputs[missing[0]])}, "
                                  f"example 0 has {sorted(keys)}")
             encoded_inputs = {k: [e[k] for e in encoded_inputs] for k in keys}
-        if "input_ids" not in encoded_inputs:
-            raise ValueError(f"pad() needs input_ids; got the keys {sorted(encoded_inputs)}")
+        main = self.model_input_names[0]          # "input_ids", unless the model's first input is renamed
+        if main not in encoded_inputs:
+            raise ValueError(f"pad() needs {main}; got the keys {sorted(encoded_inputs)}")
         encoded = {k: (v.tolist() if hasattr(v, "tolist") else list(v)) for k, v in encoded_inputs.items()}
+        if main != "input_ids":
+            return self._pad_renamed(encoded, main, padding, max_length, pad_to_multiple_of, padding_side,
+                                     return_attention_mask, return_tensors, verbose)
         strategy, _, max_length = self._get_padding_truncation_strategies(
             padding, False, max_length, pad_to_multiple_of, verbose)
         if return_attention_mask is None:
@@ -194,3 +198,19 @@ class PaddingTruncationMixin:
         if ids and isinstance(ids[0], (list, tuple)):
             return to_batch_encoding(self._pad_batch(encoded, **options), return_tensors, batch_axis=False)
         return to_batch_encoding(self._pad_single(encoded, **options), return_tensors, batch_axis=True)
+
+    def _pad_renamed(self, encoded, main, padding, max_length, pad_to_multiple_of, padding_side,
+                     return_attention_mask, return_tensors, verbose):
+        """pad() when `model_input_names[0]` is not "input_ids": `main` is padded as input_ids are."""
+        if "input_ids" in encoded:
+            raise ValueError(f"pad(): the inputs have both {main!r} (model_input_names[0]) and 'input_ids'")
+        encoded["input_ids"] = encoded.pop(main)
+        names = self.model_input_names
+        try:
+            self.model_input_names = ["input_ids"] + names[1:]
+            result = self.pad(encoded, padding, max_length, pad_to_multiple_of, padding_side, return_attention_mask,
+                              return_tensors, verbose)
+        finally:
+            self.model_input_names = names
+        result[main] = result.pop("input_ids")
+        return result

@@ -14,9 +14,10 @@ same tokens, their ids and character offsets come from fast.py (one regex pass, 
 word); tests/tokenization checks the two paths equal.  The rest of the class lives in:
 
     encode.py    __call__, encode: [CLS] A [SEP] (B [SEP]), truncation, padding -> BatchEncoding
+    windows.py   return_overflowing_tokens as the Rust tokenizer gives it: a row per window
     padding.py   the truncation and padding strategies, pad()
     files.py     from_pretrained, save_pretrained, save_vocabulary, load_vocab (tokenizer_json.py: tokenizer.json)
-    added.py     vocabulary, special tokens, add_tokens, add_special_tokens
+    added.py     vocabulary, special tokens, add_tokens, add_special_tokens, cutting the text at them
     alignment.py what BatchEncoding's tokens(), word_ids(), char_to_token(), ... read
     extras.py    encode_plus, batch_encode_plus, is_split_into_words
 """
@@ -29,13 +30,16 @@ from npbert.tokenization.basic import BasicTokenizer
 from npbert.tokenization.encode import EncodeMixin
 from npbert.tokenization.encoding import VERY_LARGE_INTEGER, to_python
 from npbert.tokenization.extras import TokenizerExtras
-from npbert.tokenization.files import NOT_PASSED_ON, PretrainedFilesMixin, check_options, read_vocab_lines
+from npbert.tokenization.files import (NOT_PASSED_ON, PretrainedFilesMixin, check_options, read_vocab_lines,
+                                      token_content)
 from npbert.tokenization.padding import PaddingTruncationMixin
+from npbert.tokenization.windows import WindowsMixin
 from npbert.tokenization.warn import warn
 from npbert.tokenization.wordpiece import WordpieceTokenizer
 
 
-class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTruncationMixin, PretrainedFilesMixin):
+class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, WindowsMixin, PaddingTruncationMixin,
+                    PretrainedFilesMixin):
     """BERT's tokenizer: BasicTokenizer + WordPiece + the encoding interface.
 
     Args:
@@ -68,14 +72,23 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
         if vocab_file is None and "vocab" in kwargs:     # transformers 5's name: BertTokenizer(vocab=...)
             vocab_file = kwargs.pop("vocab")
         added_source = kwargs.pop("_added_tokens_source", None)     # the file from_pretrained read them from
+        # use_fast=False (AutoTokenizer.from_pretrained(d, use_fast=False)): present the tokenizer as
+        # transformers' Python one: is_fast False, overflowing tokens in its form (docs/tokenizer.md)
+        self._use_fast = bool(kwargs.pop("use_fast", True))
+        for key in kwargs:                      # as transformers: a keyword may not shadow a method
+            if callable(getattr(type(self), key, None)):
+                raise AttributeError(f"{key} conflicts with the method {key} in {type(self).__name__}")
         if vocab_file is None:
             raise TypeError("BertTokenizer needs a vocabulary: BertTokenizer('path/to/vocab.txt'), or a {token: id} dict")
+        unk_token, sep_token, pad_token, cls_token, mask_token = (
+            token_content(t) for t in (unk_token, sep_token, pad_token, cls_token, mask_token))
         options = dict(do_lower_case=do_lower_case, never_split=never_split,
                        tokenize_chinese_chars=tokenize_chinese_chars, strip_accents=strip_accents,
                        unk_token=unk_token, sep_token=sep_token, pad_token=pad_token, cls_token=cls_token,
                        mask_token=mask_token, **kwargs)
         # transformers' init_kwargs: every constructor argument, the defaults too (a copy of the
         # vocabulary given as a dict is not kept), and unknown keywords, kept and saved as transformers does
+        self.init_inputs = ()          # (transformers keeps positional arguments here; npbert has none beyond the vocabulary)
         self.init_kwargs = {"vocab_file": vocab_file if not isinstance(vocab_file, dict) else None,
                             "do_basic_tokenize": True, "clean_up_tokenization_spaces": True, **options}
         for name in ("unk_token", "sep_token", "cls_token"):
@@ -100,11 +113,18 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
 
         self.unk_token, self.sep_token, self.pad_token = unk_token, sep_token, pad_token
         self.cls_token, self.mask_token = cls_token, mask_token
+        self.bos_token, self.eos_token = kwargs.pop("bos_token", None), kwargs.pop("eos_token", None)
         extra = kwargs.pop("additional_special_tokens", None) or kwargs.pop("extra_special_tokens", None) or []
-        self.additional_special_tokens = [str(t) for t in extra]
+        self.additional_special_tokens = [str(token_content(getattr(t, "content", t))) for t in extra]
         where = f"'{vocab_file}'" if not isinstance(vocab_file, dict) else "given"
-        self.added_tokens_encoder, self._added_special, self._all_ids = {}, {}, self.vocab
+        self.added_tokens_encoder, self._added_special, self._added_normalized = {}, {}, {}
+        self._all_ids = self.vocab
         self._register_added_tokens(kwargs.pop("added_tokens_decoder", None), added_source or f"The vocabulary {where}")
+        # bos/eos and additional special tokens given but not in the vocabulary are added after it,
+        # as transformers adds them
+        for token in [self.bos_token, self.eos_token] + self.additional_special_tokens:
+            if token is not None and token not in self._all_ids:
+                self._append_added(token, special=True, normalized=False)
         for name in ("pad_token", "mask_token"):        # optional: None, as for Google's FullTokenizer
             token = getattr(self, name)
             if token is not None and str(token) not in self._all_ids:
@@ -140,7 +160,7 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
         }
 
         self._rebuild()
-        self._warned_too_long = False
+        self.deprecation_warnings = {}      # warnings given once (transformers' name; `= {}` re-arms them)
 
     # ------------------------------------------------------------------
     # Vocabulary and special tokens
@@ -149,10 +169,12 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
     @property
     def is_fast(self):
         """True: the BatchEncodings this tokenizer returns have the methods of transformers' fast
-        (Rust) tokenizers (`tokens()`, `word_ids()`, `char_to_token()`, ...) and it gives
-        `return_offsets_mapping`, so tutorial code that checks `tokenizer.is_fast` before using them
-        runs.  (It says what the tokenizer offers, not that it is written in Rust.)"""
-        return True
+        (Rust) tokenizers (`tokens()`, `word_ids()`, `char_to_token()`, ...), it gives
+        `return_offsets_mapping`, and `return_overflowing_tokens=True` cuts overflowing windows into
+        rows as the Rust tokenizer does, so tutorial code written for `AutoTokenizer` runs.  (It says
+        what the tokenizer offers, not that it is written in Rust.)  False when made with
+        `use_fast=False`: then overflowing tokens come back as transformers' Python tokenizer gives them."""
+        return self._use_fast
 
     @property
     def do_lower_case(self):
@@ -210,20 +232,6 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
             split_tokens = self.wordpiece_tokenizer.tokenize(text)
         return split_tokens
 
-    def _segments(self, text):
-        """Cut `text` at special tokens: [(start, end, special_token_or_None), ...]."""
-        if not any(ch in text for ch in self._special_first_chars):
-            return [(0, len(text), None)]  # BERT's usual special tokens all start with "["
-        segments, start = [], 0
-        for m in self._special_token_re.finditer(text):
-            if start < m.start():
-                segments.append((start, m.start(), None))
-            segments.append((m.start(), m.end(), m.group()))
-            start = m.end()
-        if start < len(text):
-            segments.append((start, len(text), None))
-        return segments
-
     def _encode_text(self, text, with_offsets):
         """One text -> (ids, offsets or None), no special tokens added."""
         if is_fast():
@@ -252,6 +260,10 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
 
     def build_inputs_with_special_tokens(self, token_ids_0, token_ids_1=None):
         """[CLS] A [SEP]  or  [CLS] A [SEP] B [SEP]."""
+        if self._cls_id is None or self._sep_id is None:
+            name = "cls_token" if self._cls_id is None else "sep_token"
+            raise ValueError(f"The tokenizer's {name} is None, so it cannot add [CLS] ... [SEP]; set it "
+                             f"(tokenizer.{name} = ...) or pass add_special_tokens=False.")
         cls, sep = [self._cls_id], [self._sep_id]
         if token_ids_1 is None:
             return cls + list(token_ids_0) + sep
@@ -315,25 +327,45 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, PaddingTrunca
             .replace(" 're", "'re")
         )
 
-    def decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None):
+    def decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None,
+               spaces_between_special_tokens=True):
         """Ids -> text; a batch (list of lists, or 2-D array) -> list of texts.
-        `clean_up_tokenization_spaces=None` uses `self.clean_up_tokenization_spaces`."""
+        `clean_up_tokenization_spaces=None` uses `self.clean_up_tokenization_spaces`.  Tokens added
+        beyond the vocabulary are joined to their neighbours with a space, or none with
+        `spaces_between_special_tokens=False` (transformers' Python `_decode`)."""
         token_ids = to_python(token_ids)
         if isinstance(token_ids, (list, tuple)) and token_ids and isinstance(token_ids[0], (list, tuple)):
-            return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in token_ids]
+            return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces, spaces_between_special_tokens)
+                    for ids in token_ids]
         if isinstance(token_ids, int):
             token_ids = [token_ids]
-        text = self._join_tokens(self.convert_ids_to_tokens(token_ids, skip_special_tokens))
+        tokens = self.convert_ids_to_tokens(token_ids, skip_special_tokens)
+        added = set(self.added_tokens_encoder) - set(self.all_special_tokens)
+        added |= {t for t in self.additional_special_tokens or [] if t in self.added_tokens_encoder}
+        if not added.intersection(tokens):
+            text = self._join_tokens(tokens)
+        else:                       # the added tokens as they are, the runs between them joined
+            chunks, run = [], []
+            for token in tokens:
+                if token in added:
+                    chunks += [self._join_tokens(run)] if run else []
+                    chunks.append(token)
+                    run = []
+                else:
+                    run.append(token)
+            chunks += [self._join_tokens(run)] if run else []
+            text = (" " if spaces_between_special_tokens else "").join(chunks)
         if clean_up_tokenization_spaces is None:
             clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
         return self.clean_up_tokenization(text) if clean_up_tokenization_spaces else text
 
-    def batch_decode(self, sequences, skip_special_tokens=False, clean_up_tokenization_spaces=None):
+    def batch_decode(self, sequences, skip_special_tokens=False, clean_up_tokenization_spaces=None,
+                     spaces_between_special_tokens=True):
         """A batch of id sequences -> list of texts."""
         sequences = to_python(sequences)
         if isinstance(sequences, (list, tuple)) and len(sequences) == 0:
             return []
-        result = self.decode(sequences, skip_special_tokens, clean_up_tokenization_spaces)
+        result = self.decode(sequences, skip_special_tokens, clean_up_tokenization_spaces, spaces_between_special_tokens)
         return [result] if isinstance(result, str) else result
 
     def __repr__(self):

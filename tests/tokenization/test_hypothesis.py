@@ -45,7 +45,8 @@ def tokenizers(minilm_dir, reference_class):
     def make(index):
         options = OPTIONS[index]
         return (
-            BertTokenizer.from_pretrained(minilm_dir, **options),
+            # use_fast=False: overflowing tokens in the Python tokenizer's form, as the reference
+            BertTokenizer.from_pretrained(minilm_dir, use_fast=False, **options),
             reference_class.from_pretrained(minilm_dir, **options),
         )
 
