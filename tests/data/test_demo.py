@@ -188,10 +188,11 @@ def test_the_pictures(run):
 
 
 def test_bad_options_stop_with_a_message(tmp_path, capsys):
-    assert main(["demo", "--output_dir", str(tmp_path / "d"), "--mlm_probability", "1.5"]) == 1
+    """A flag value or path the user typed wrong: exit status 2 (docs/troubleshooting.md), one line."""
+    assert main(["demo", "--output_dir", str(tmp_path / "d"), "--mlm_probability", "1.5"]) == 2
     assert "--mlm_probability" in capsys.readouterr().err
-    assert main(["demo", "--output_dir", str(tmp_path / "d"), "--speeches", "12"]) == 1
+    assert main(["demo", "--output_dir", str(tmp_path / "d"), "--speeches", "12"]) == 2
     assert "--speeches 12" in capsys.readouterr().err
     (tmp_path / "file").write_text("x")
-    assert main(["demo", "--output_dir", str(tmp_path / "file")]) == 1
+    assert main(["demo", "--output_dir", str(tmp_path / "file")]) == 2
     assert "a file of that name exists" in capsys.readouterr().err

@@ -57,7 +57,7 @@ def test_create_pretraining_data_writes_googles_features(corpus, tmp_path):
     assert attrs == {"vocab_size": 400, "max_seq_length": 32, "max_predictions_per_seq": 5}
     assert feats["input_ids"].shape[1] == 32 and set(np.unique(feats["next_sentence_labels"])) == {0, 1}
     assert main(["create-pretraining-data", "--input_file", str(tmp_path / "nope.txt"), "--output_file", str(out),
-                 "--vocab_file", str(corpus / "vocab.txt")]) == 1
+                 "--vocab_file", str(corpus / "vocab.txt")]) == 2       # a missing input file: a usage error
 
 
 def test_pretrain_resume_and_fill_mask(corpus, tmp_path, capsys):
