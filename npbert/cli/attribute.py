@@ -213,7 +213,9 @@ def run(args):
             if getattr(result, "convergence_delta", None) is not None:
                 notes.append(f"convergence delta {float(result.convergence_delta[0]):.3g} (sum of attributions "
                              "minus F(x) - F(baseline))")
-    except (ValueError, TypeError) as e:
+    except ValueError as e:            # npbert.interpret refusing an argument, each one given by a flag
+        raise UsageError(str(e)) from None
+    except TypeError as e:
         raise CliError(str(e)) from None
     print(what)
     for tok, s in zip(tokens, scores):

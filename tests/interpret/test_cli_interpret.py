@@ -1,6 +1,7 @@
 """`npbert attribute` and `npbert head-importance` on tiny checkpoints, in process (npbert.cli.main):
 what they print and write equals the library's result on the same input, and every mistake is
-one line naming it, exit status 1 (a usage error caught by argparse: 2)."""
+one line naming it, exit status 2 when what was typed is wrong (a flag's value, a model of the
+wrong kind for the command), 1 when a file's contents are (docs/troubleshooting.md)."""
 import json
 import os
 
@@ -73,7 +74,7 @@ def test_mistakes_are_one_line(classifier_dir, tmp_path, capsys, flags, message)
     status = main(["attribute", "--model", classifier_dir, "--text", "hello world", "--n_steps", "2",
                    "--output", str(tmp_path / "a.html")] + flags)
     _, err = capsys.readouterr()
-    assert status == 1
+    assert status == 2
     assert err.count("\n") <= 1 or all("ETA" in line for line in err.splitlines()[:-1]), err
     last = err.strip().splitlines()[-1]
     assert last.startswith("npbert attribute: error:") and message in last, last
@@ -87,7 +88,7 @@ def test_usage_errors(classifier_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["attribute", "--model", classifier_dir, "--text", "x", "--n_steps", "0", "--output", "a.html"])
     assert e.value.code == 2 and "must be a positive integer, got '0'" in capsys.readouterr().err
-    assert main(["attribute", "--model", classifier_dir, "--text", "x", "--output", str(tmp_path / "a.txt")]) == 1
+    assert main(["attribute", "--model", classifier_dir, "--text", "x", "--output", str(tmp_path / "a.txt")]) == 2
     assert "give a .png or .html file" in capsys.readouterr().err
 
 
@@ -96,7 +97,7 @@ def test_a_base_model_can_be_rolled_out_not_attributed(tmp_path, capsys):
     assert main(["attribute", "--model", directory, "--text", "the cat", "--method", "rollout",
                  "--output", str(tmp_path / "r.html")]) == 0
     capsys.readouterr()
-    assert main(["attribute", "--model", directory, "--text", "the cat", "--output", str(tmp_path / "r.html")]) == 1
+    assert main(["attribute", "--model", directory, "--text", "the cat", "--output", str(tmp_path / "r.html")]) == 2
     assert "predicts nothing to attribute" in capsys.readouterr().err
 
 
@@ -106,7 +107,7 @@ def test_question_answering_targets(tmp_path, capsys):
                  "--target", "end:7", "--method", "saliency", "--output", str(tmp_path / "q.html")]) == 0
     assert "end logit at position 7" in capsys.readouterr().out
     assert main(["attribute", "--model", directory, "--text", "where", "--text_pair", "here", "--target", "end:40",
-                 "--output", str(tmp_path / "q.html")]) == 1
+                 "--output", str(tmp_path / "q.html")]) == 2
     assert "position 40 is out of range, the input has 5 tokens" in capsys.readouterr().err
 
 
@@ -156,5 +157,5 @@ def test_head_importance_mistakes(classifier_dir, tmp_path, capsys):
     assert main(["head-importance", "--model", classifier_dir, "--validation_file", str(data)]) == 1
     assert "no label column found" in capsys.readouterr().err
     base = tiny_checkpoint(tmp_path / "base", "BertModel")
-    assert main(["head-importance", "--model", base, "--validation_file", str(data)]) == 1
+    assert main(["head-importance", "--model", base, "--validation_file", str(data)]) == 2    # the wrong kind of model
     assert "needs a BertForSequenceClassification checkpoint, this one is BertModel" in capsys.readouterr().err

@@ -72,4 +72,4 @@ def test_embed_and_attention_commands(tmp_path, capsys):
     png = tmp_path / "att.png"
     assert main(["attention", "--model", path, "--text", "the cat sat", "--output", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert main(["attention", "--model", path, "--text", "x", "--layer", "9", "--head", "0"]) == 1
+    assert main(["attention", "--model", path, "--text", "x", "--layer", "9", "--head", "0"]) == 2
