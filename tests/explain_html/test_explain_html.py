@@ -18,6 +18,16 @@ from npbert.cli.explain_html import page_upstream
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def retaining(seen):
+    """keep(name): a torch forward hook that keeps a module's output in seen[name], its .grad retained."""
+    def keep(name):
+        def hook(module, args, output):
+            output.retain_grad()
+            seen[name] = output
+        return hook
+    return keep
+
+
 def page_data(path):
     text = open(path, encoding="utf-8").read()
     m = re.search(r'<script type="application/json" id="npbert-data">(.*?)</script>', text, re.S)
@@ -306,12 +316,7 @@ def test_a_sequence_classification_head(tmp_path, capsys):
     hf.load_state_dict({k: torch.from_numpy(np.asarray(v, dtype=np.float64)) for k, v in head.state_dict().items()},
                        strict=False)
     seen = {}
-
-    def keep(name):
-        def hook(module, args, output):
-            output.retain_grad()
-            seen[name] = output
-        return hook
+    keep = retaining(seen)
     hooks = [hf.bert.embeddings.word_embeddings.register_forward_hook(keep("word")),
              hf.bert.pooler.activation.register_forward_hook(keep("pooled")),
              hf.bert.encoder.layer[1].attention.self.value.register_forward_hook(keep("value"))]

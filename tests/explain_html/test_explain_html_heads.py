@@ -11,7 +11,7 @@ from npbert import cli
 from npbert.cli import explain as cli_explain
 from npbert.cli.explain_html import decode, page_upstream
 
-from test_explain_html import page_data, stage, write_page
+from test_explain_html import page_data, retaining, stage, write_page
 
 PAIR = ["--text_pair", "a lazy dog ."]
 MASKED = "the quick brown [MASK] jumps"
@@ -118,12 +118,7 @@ def test_a_heads_loss_is_transformers(cls_name, text, argv, labels, folders, tmp
     model = getattr(npbert, cls_name).from_pretrained(folder, dtype=np.float64)
     hf = _transformers_head(cls_name, model, torch, transformers)
     seen = {}
-
-    def keep(name):
-        def hook(module, args, output):
-            output.retain_grad()
-            seen[name] = output
-        return hook
+    keep = retaining(seen)
     hooks = [hf.bert.embeddings.word_embeddings.register_forward_hook(keep("word")),
              hf.bert.encoder.layer[-1].output.LayerNorm.register_forward_hook(keep("last"))]
     o = hf(input_ids=torch.tensor([ids]), token_type_ids=torch.tensor([data["token_type_ids"]]),

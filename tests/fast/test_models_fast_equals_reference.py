@@ -100,15 +100,20 @@ def _rel(a, b):
     return diff / scale if scale else (0.0 if diff == 0.0 else np.inf)
 
 
-def assert_paths_agree(cls_name, config, dtype, inputs):
-    fast, reference = (run(path, cls_name, config, dtype, inputs) for path in ("fast", "reference"))
-    tol = TOL[dtype]
-    (out_f, grads_f, embeds_f), (out_r, grads_r, embeds_r) = fast, reference
+def assert_outputs_agree(out_f, out_r, cls_name, tol):
+    """Every output (each hidden state and attention of the tuples) within tol["outputs"]."""
     assert list(out_f) == list(out_r)
     for key in out_r:
         pairs = zip(out_f[key], out_r[key]) if isinstance(out_r[key], tuple) else [(out_f[key], out_r[key])]
         for i, (a, b) in enumerate(pairs):
             assert _rel(a, b) <= tol["outputs"], f"{cls_name} {key}[{i}]: {_rel(a, b):.2e}"
+
+
+def assert_paths_agree(cls_name, config, dtype, inputs):
+    fast, reference = (run(path, cls_name, config, dtype, inputs) for path in ("fast", "reference"))
+    tol = TOL[dtype]
+    (out_f, grads_f, embeds_f), (out_r, grads_r, embeds_r) = fast, reference
+    assert_outputs_agree(out_f, out_r, cls_name, tol)
     assert_grads_agree(grads_f, grads_r, cls_name, dtype, tol)
     err = np.abs(embeds_f - embeds_r).max() / max(np.abs(embeds_r).max(), 1e-6 * _largest(grads_r))
     assert err <= tol["grads"], f"inputs_embeds_grad: {err:.2e}"
