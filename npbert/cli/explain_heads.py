@@ -20,6 +20,7 @@ import numpy as np
 
 import npbert
 from npbert.cli.common import CliError, load_tokenizer
+from npbert.ops import losses
 
 # the label arguments of transformers' heads, in the order of their forward's signature
 LABEL_ARGS = ("labels", "next_sentence_label", "start_positions", "end_positions")
@@ -223,30 +224,21 @@ def parse_labels(head, args, output, tokens, model_dir):
 
 # ---- the loss's gradient ----------------------------------------------------------------------
 
-def _softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def term_gradient(term, logits, labels):
     """d (weight * mean) / d logits for one term of the head's loss (loss_terms.py): the mean of
-    the item losses over its `count` items.  The item loss by the term's name: squared error for
-    "regression", binary cross-entropy for "multi_label", else cross-entropy over the last axis,
-    labels -100 not counted."""
+    the item losses over its `count` items, as npbert.ops.losses computes it and its backward
+    differentiates it.  The item loss by the term's name: squared error for "regression", binary
+    cross-entropy for "multi_label", else cross-entropy over the last axis, labels -100 not counted."""
     x = np.asarray(logits, dtype=np.float64)
     y = np.asarray(labels)
-    scale = term.weight / term.count
-    if term.name == "regression":                          # mean((x - y)^2): 2 (x - y)
-        return scale * 2.0 * (x - y.reshape(x.shape))
-    if term.name == "multi_label":                         # mean(BCE(sigmoid(x), y)): sigmoid(x) - y
-        return scale * (1.0 / (1.0 + np.exp(-x)) - y)
-    g = _softmax(x)                                        # (..., K): softmax - onehot on the counted rows
-    keep = y != -100
-    rows = np.flatnonzero(keep.ravel())
-    flat = g.reshape(-1, g.shape[-1])
-    flat[rows, y.ravel()[rows]] -= 1.0
-    flat[~keep.ravel()] = 0.0
-    return scale * flat.reshape(g.shape)
+    if term.name == "regression":
+        _, cache = losses.mse_forward(x, y.reshape(x.shape))
+        return losses.mse_backward(term.weight, cache)
+    if term.name == "multi_label":
+        _, cache = losses.bce_with_logits_forward(x, y.astype(np.float64))
+        return losses.bce_with_logits_backward(term.weight, cache)
+    _, cache = losses.cross_entropy_forward(x, y.astype(np.int64))
+    return losses.cross_entropy_backward(term.weight, cache)
 
 
 def loss_gradients(head, output, labels, terms):
