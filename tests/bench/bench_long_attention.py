@@ -33,7 +33,7 @@ import subprocess
 import sys
 
 # (this folder, the script's own directory, is on sys.path; bench_model imports only the standard library)
-from bench_model import _reset_peak, _rss_kib, alternating_times
+from bench_model import _reset_peak, _rss_kib, alternating_times, memory_environment, worker_environment
 
 MODES = ("forward", "fwd_bwd")
 IMPLS = ("tiled", "fast", "sdpa", "gemm-floor")
@@ -156,11 +156,7 @@ def main():
     if args.quick:
         args.rounds, args.seqs = min(args.rounds, 3), "512,2048"
 
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2", MKL_NUM_THREADS="2",
-               NPBERT_NUM_THREADS="2")
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")        # torch's OpenMP threads sleep when done (bench_model.py)
-    here = os.path.dirname(os.path.abspath(__file__))
-    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(here)) + os.pathsep + env.get("PYTHONPATH", "")
+    env = worker_environment()
     common = [sys.executable, os.path.abspath(__file__), "--batch", str(args.batch), "--heads", str(args.heads),
               "--head-size", str(args.head_size), "--block", str(args.block), "--rounds", str(args.rounds),
               "--dropout", str(args.dropout),
@@ -169,7 +165,7 @@ def main():
     print(f"attention alone: B {args.batch}, N {args.heads}, D {args.head_size}, float32, 2 threads, "
           f"padding mask, dropout {args.dropout}; tiled block {args.block}; {args.rounds} alternating rounds",
           flush=True)
-    memory_env = dict(env, MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
+    memory_env = memory_environment(env)
     for T in (int(t) for t in args.seqs.split(",")):
         out = subprocess.run(common + ["--time-worker", str(T)], env=env, capture_output=True, text=True)
         if out.returncode != 0:

@@ -20,24 +20,18 @@ import statistics
 import subprocess
 import sys
 
+from bench_model import memory_environment, worker_environment   # (this folder is on sys.path)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH_MODEL = os.path.join(HERE, "bench_model.py")
-
-
-def environment():
-    """bench_model.py's: 2 threads everywhere, torch's OpenMP threads passive, npbert from this tree."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2", MKL_NUM_THREADS="2",
-               NPBERT_NUM_THREADS="2", OMP_WAIT_POLICY="PASSIVE")
-    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(HERE)) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
 
 
 def worker(args, T, B, impls, modes, extra):
     command = [sys.executable, BENCH_MODEL, "--layers", str(args.layers), "--batch", str(B), "--seq", str(T),
                "--rounds", str(args.rounds), "--impls", ",".join(impls), "--modes", ",".join(modes)] + extra
-    env = environment()
-    if "--memory-worker" in extra:              # as bench_model.py: large blocks through mmap, RSS = live memory
-        env.update(MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
+    env = worker_environment()
+    if "--memory-worker" in extra:              # large blocks through mmap: RSS follows live memory
+        env = memory_environment(env)
     r = subprocess.run(command, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         print(f"worker {extra} at T={T}, B={B} failed:\n{r.stderr[-2000:]}", file=sys.stderr)

@@ -233,6 +233,25 @@ def memory_worker(impl, mode, args):
     print(json.dumps({"peak_mib": peak / 1024}))
 
 
+def worker_environment():
+    """The workers' environment: 2 threads everywhere, and npbert from this checkout."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2", MKL_NUM_THREADS="2",
+               NPBERT_NUM_THREADS="2")
+    # torch's OpenMP threads (libgomp) spin after each of its ops; in one process, alternating,
+    # they took the cores of the next npbert run (measured: attn-floor 4x the GEMM floor, 1.06x
+    # with them passive).  Passive, they sleep when done, as npbert's and OpenBLAS's threads do.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(here)) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def memory_environment(env):
+    """A memory worker's: large allocations through mmap (returned to the OS on free), so that RSS
+    follows live memory and freed blocks kept by malloc do not hide the peak."""
+    return dict(env, MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--layers", type=int, default=12)
@@ -250,14 +269,7 @@ def main():
     if args.memory_worker:
         return memory_worker(*args.memory_worker, args)
 
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2", MKL_NUM_THREADS="2",
-               NPBERT_NUM_THREADS="2")
-    # torch's OpenMP threads (libgomp) spin after each of its ops; in one process, alternating,
-    # they took the cores of the next npbert run (measured: attn-floor 4x the GEMM floor, 1.06x
-    # with them passive).  Passive, they sleep when done, as npbert's and OpenBLAS's threads do.
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    here = os.path.dirname(os.path.abspath(__file__))
-    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(here)) + os.pathsep + env.get("PYTHONPATH", "")
+    env = worker_environment()
     common = [sys.executable, os.path.abspath(__file__), "--layers", str(args.layers), "--batch", str(args.batch),
               "--seq", str(args.seq), "--rounds", str(args.rounds), "--impls", args.impls, "--modes", args.modes]
     impls, modes = args.impls.split(","), args.modes.split(",")
@@ -273,7 +285,7 @@ def main():
     if not args.no_memory:
         # Memory runs: large allocations through mmap (returned to the OS on free), so that RSS
         # follows live memory and freed blocks kept by malloc do not hide the peak.
-        memory_env = dict(env, MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
+        memory_env = memory_environment(env)
         for mode in modes:
             for impl in impls:
                 if impl in FLOORS:                      # a time bound only: its memory means nothing
