@@ -21,6 +21,8 @@ count changes nothing.
 No `record=` and no `dprobs=`: the probabilities do not exist here.  output_attentions and the
 interpret features take the full path (npbert/fast/attention.py).
 """
+import math
+
 import numpy as np
 
 from npbert.ops.attention import check_attention_inputs
@@ -68,20 +70,72 @@ def tiled_attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, r
     log_sum = np.empty((B, N, F), dtype=q.dtype)                                    # log l
     tasks = _tasks(B, N)
 
+    limit = math.log(np.finfo(q.dtype).max) - math.log(max(T, 1)) - 1             # exps below max / (e T)
+
     def work(first, last):
-        buffers = (np.empty(N * block_q * block_k, q.dtype), np.empty(N * block_q * D, q.dtype))   # S tile, E V
+        buffers = (np.empty(N * block_q * block_k, q.dtype), np.empty(N * block_q * D, q.dtype),  # S tile, E V
+                   np.ones((block_k, 1), q.dtype))                                             # for rowsum(E)
         for b, h0, h1 in tasks[first:last]:
             heads = slice(h0, h1)
+            key_norm = np.sqrt(np.einsum("ntd,ntd->nt", k[b, heads], k[b, heads]).max(axis=1))      # (n,) max |k_t|
             for f0 in range(0, F, block_q):
                 f1 = min(F, f0 + block_q)
-                _forward_rows(q[b, heads, f0:f1] * scale, k[b, heads], v[b, heads], _mask_rows(mask, b, heads, f0, f1),
-                              drop.keep(b, h0, h1, f0, f1), after[heads, None, None], block_k, buffers,
-                              context[b, heads, f0:f1], row_max[b, heads, f0:f1], log_sum[b, heads, f0:f1])
+                rows = (q[b, heads, f0:f1] * scale, k[b, heads], v[b, heads], _mask_rows(mask, b, heads, f0, f1),
+                        drop.keep(b, h0, h1, f0, f1), after[heads, None, None], block_k, buffers,
+                        context[b, heads, f0:f1], row_max[b, heads, f0:f1], log_sum[b, heads, f0:f1])
+                if not (_cannot_overflow(rows[0], key_norm, rows[3], limit) and _forward_rows_unshifted(*rows)):
+                    _forward_rows(*rows)
     over_batch(work, len(tasks))
     drop.done()                             # a caller's generator: moved on as the reference moves it
     cache = dict(q=q, k=k, v=v, context=context, row_max=row_max, log_sum=log_sum, mask=mask, scale=scale,
                  after=after, dropout=drop, block=(block_q, block_k))
     return context, cache
+
+
+def _cannot_overflow(qi, key_norm, mask, limit):
+    """Whether no score of this block of query rows can exceed `limit` (so that exp(S) with no
+    max subtracted cannot overflow, even summed over T keys): |q_f . k_t| * scale <= |q_f * scale|
+    max_t |k_t| (Cauchy-Schwarz), plus the row's largest mask entry.  qi (n, Fb, D) multiplied by
+    scale, key_norm (n,), mask a part from _mask_rows or None.  False for NaN, as for a bound too
+    large; either way _forward_rows (the running max) takes the block."""
+    bound = np.sqrt(np.einsum("nfd,nfd->nf", qi, qi)) * key_norm[:, None]          # (n, Fb)
+    if mask is not None:
+        bound = bound + mask.max(axis=-1)                                          # (n or 1, Fb or 1) broadcast
+    return bool(np.all(bound <= limit))
+
+
+def _forward_rows_unshifted(qi, k, v, mask, keep, after, block_k, buffers, context, row_max, log_sum):
+    """tiled_attention_forward's loop with m = 0 throughout, where _cannot_overflow says no
+    exp(S) can overflow: softmax(S) = exp(S) / rowsum(exp(S)) (a constant subtracted from a row
+    changes nothing), so there is no running max to find, subtract or rescale by:
+
+        l   += rowsum(E),  E = exp(S)                                       (n, Fb, 1)
+        acc += (E * keep_j) V_j                                             (n, Fb, D)
+
+    Arguments and outputs as _forward_rows's (row_max written as 0).  Returns False, having
+    written nothing meaningful, if some row's sum l is below 2^-20 (every score far below 0: its
+    exps lose bits to underflow, or are all 0 where every key is masked): the caller then runs
+    _forward_rows, whose shifted exps give the reference's numbers there."""
+    n, Fb, D = qi.shape
+    T = k.shape[1]
+    s_buffer, product, ones = buffers
+    l = np.zeros((n, Fb, 1), dtype=qi.dtype)                                       # sum of exps
+    acc = np.zeros((n, Fb, D), dtype=qi.dtype)                                     # (E * keep) V so far
+    for t0 in range(0, T, block_k):
+        t1 = min(T, t0 + block_k)
+        s = np.matmul(qi, k[:, t0:t1].transpose(0, 2, 1), out=_tile(s_buffer, (n, Fb, t1 - t0)))   # Q_i K_j^T * scale
+        _add_mask(s, mask, t0, t1)                                                 # (n, Fb, Tb) = S
+        e = np.exp(s, out=s)                                                       # (n, Fb, Tb) = E
+        l += np.matmul(e, ones[:t1 - t0])                                          # rowsum(E), before dropout
+        if keep is not None:
+            e *= keep[:, :, t0:t1]
+        acc += np.matmul(e, v[:, t0:t1], out=_tile(product, (n, Fb, D)))          # (n, Fb, D)
+    if not l.min(initial=1) >= 2.0 ** -20:
+        return False
+    np.multiply(acc, after / l, out=context)                                       # (n, Fb, D) = acc / l * after
+    row_max[...] = 0                                                               # m: nothing subtracted
+    log_sum[...] = np.log(l[..., 0])                                               # (n, Fb)
+    return True
 
 
 def _forward_rows(qi, k, v, mask, keep, after, block_k, buffers, context, row_max, log_sum):
@@ -93,7 +147,7 @@ def _forward_rows(qi, k, v, mask, keep, after, block_k, buffers, context, row_ma
     log_sum (n, Fb)."""
     n, Fb, D = qi.shape
     T = k.shape[1]
-    s_buffer, product = buffers
+    s_buffer, product = buffers[:2]
     m = np.full((n, Fb, 1), -np.inf, dtype=qi.dtype)                               # running max
     l = np.zeros((n, Fb, 1), dtype=qi.dtype)                                       # running sum of exps
     acc = np.zeros((n, Fb, D), dtype=qi.dtype)                                     # running (E * keep) V
@@ -174,6 +228,7 @@ def _backward_rows(do, o, qi, k, v, mask, keep, after, scale, block_k, buffers, 
     plain = keep is None and bool(np.all(after == 1))                              # A = P, dP = dA
     delta = _row_dot(do, o)                                                        # (n, Fb, 1) = rowsum(dO * O)
     m, log_l = row_max[..., None], log_sum[..., None]                              # (n, Fb, 1) each
+    shifted = bool(m.any())                                                        # m = 0: unshifted forward
     dq[...] = 0
     for t0 in range(0, T, block_k):
         t1 = min(T, t0 + block_k)
@@ -181,7 +236,8 @@ def _backward_rows(do, o, qi, k, v, mask, keep, after, scale, block_k, buffers, 
         # in the forward: S = Q_i K_j^T * scale + mask, P = exp(S - m) / l
         p = np.matmul(qi, k[:, t0:t1].transpose(0, 2, 1), out=_tile(p_buffer, (n, Fb, Tb)))   # Q_i K_j^T * scale
         _add_mask(p, mask, t0, t1)                                                 # (n, Fb, Tb) = S
-        p -= m
+        if shifted:
+            p -= m
         p -= log_l
         np.exp(p, out=p)                                                           # P
         # in the forward: context = A V, A = P * keep * after

@@ -10,6 +10,11 @@ Tolerances:
         rounding error of each side's steps, added; a worst case: measured <= 1% of it), and
         normwise within 16 ulp as the other fast twins (measured <= 4 ulp); a planted 1e-3
         relative error in one entry breaks the bound (test_float32_bound_can_fail).
+
+Every test runs twice (the `forward_path` fixture): as the op runs, where ordinary scores take
+the forward without a running max (_forward_rows_unshifted), and with that path switched off,
+so that the running max (_forward_rows) computes every block.  Which path a block takes is
+tested below ("the two forward loops").
 """
 import re
 
@@ -23,8 +28,18 @@ import npbert.ops.attention as ref
 from npbert.ops.dropout import DropoutKey, keep_mask
 
 F64_REL = 1e-12                      # see the module docstring
+REAL_CANNOT_OVERFLOW = tiled._cannot_overflow          # (the fixture below may replace it)
 SETTINGS = settings(deadline=None, max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 MIN64 = np.finfo(np.float64).min
+
+
+@pytest.fixture(autouse=True, params=["as it runs", "running max only"])
+def forward_path(request, monkeypatch):
+    """Every test with the op as it is, and with _cannot_overflow always False (the forward's
+    running max for every block)."""
+    if request.param == "running max only":
+        monkeypatch.setattr(tiled, "_cannot_overflow", lambda *args: False)
+    return request.param
 
 
 def rel(a, b):
@@ -351,11 +366,100 @@ def test_float32_bound_can_fail():
         assert not np.all(np.abs(planted - b) <= bound)
 
 
+# ---- the two forward loops ---------------------------------------------------------------------------
+
+def count_loops(monkeypatch):
+    """Spies on the forward's two loops: {"unshifted": blocks it finished, "running max": blocks}."""
+    calls = {"unshifted": 0, "running max": 0}
+    unshifted, running = tiled._forward_rows_unshifted, tiled._forward_rows
+
+    def spy_unshifted(*args):
+        done = unshifted(*args)
+        calls["unshifted"] += bool(done)
+        return done
+
+    def spy_running(*args):
+        calls["running max"] += 1
+        return running(*args)
+    monkeypatch.setattr(tiled, "_forward_rows_unshifted", spy_unshifted)
+    monkeypatch.setattr(tiled, "_forward_rows", spy_running)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_ordinary_scores_take_the_loop_without_a_max(monkeypatch, forward_path, dtype):
+    """Scores of normal(0, 1) q, k: the bound holds, no row is small, every block is unshifted
+    (and row_max is 0); in float32 with q scaled by 20 (scores up to about 20 * 20 * |q| |k| /
+    sqrt(D), past the float32 limit log(max) - log(T) - 1 = 85.2 for T = 12) the running max
+    takes them, with the reference's numbers and no overflow."""
+    calls = count_loops(monkeypatch)
+    blocks = len(tiled._tasks(2, 3)) * 3                                   # tasks x 3 query blocks of 4
+    q, k, v, dcontext = inputs(2, 3, 12, 12, 8, dtype)
+    _, cache = tiled.tiled_attention_forward(q, k, v, block=4)
+    if forward_path == "as it runs":
+        assert calls == {"unshifted": blocks, "running max": 0}
+        assert not cache["row_max"].any()
+    else:
+        assert calls == {"unshifted": 0, "running max": blocks}
+    if dtype == np.float32:
+        calls.update({"unshifted": 0, "running max": 0})
+        q = q * 20
+        r, t = both(q, k, v, dcontext, block=4)
+        assert calls == {"unshifted": 0, "running max": blocks}
+        assert all(np.isfinite(x).all() for x in t)
+        assert rel(t[0], r[0]) < 1e-5
+
+
+def test_rows_far_below_zero_go_back_to_the_running_max(monkeypatch, forward_path):
+    """A row whose scores are all near -2000 (a -2000 additive mask on every key of query row 2):
+    exp underflows to 0 there, the row sum is below 2^-20, and that block of query rows is
+    computed again with the running max, which gives the reference's numbers (not NaN)."""
+    calls = count_loops(monkeypatch)
+    q, k, v, dcontext = inputs(1, 2, 8, 8, 4)
+    mask = np.zeros((1, 1, 8, 8))
+    mask[..., 2, :] = -2000.0
+    r, t = both(q, k, v, dcontext, mask, block=4)
+    assert all(np.isfinite(x).all() for x in t)
+    assert_equal64(r, t)
+    if forward_path == "as it runs":
+        tasks = len(tiled._tasks(1, 2))                                     # 2 heads: 1 or 2 tasks
+        assert calls == {"unshifted": tasks, "running max": tasks}         # rows 0-3 again, rows 4-7 not
+
+
+def test_the_bound_check_is_needed(monkeypatch):
+    """With _cannot_overflow always True, float32 scores past the limit overflow (inf / inf = NaN
+    in the context): the check is what keeps the unshifted loop to scores it can take."""
+    monkeypatch.setattr(tiled, "_cannot_overflow", lambda *args: True)
+    q, k, v, dcontext = inputs(1, 1, 4, 4, 8, np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        context, _ = tiled.tiled_attention_forward(q * 100, k * 10, v, block=4)
+    assert np.isnan(context).any()
+
+
+def test_the_bound_is_above_every_score():
+    """_cannot_overflow never says yes while some score is above the limit (its bound |q_f|
+    max_t |k_t| + max mask is above every score), for random and aligned q, k (aligned: the
+    bound is reached), with masks; and says yes once the limit is above the bound."""
+    real = REAL_CANNOT_OVERFLOW
+    r = np.random.default_rng(5)
+    for trial in range(20):
+        qi, k = r.normal(size=(2, 6, 4)) * r.uniform(0.1, 30), r.normal(size=(2, 9, 4))
+        if trial % 2:
+            k[:, 3] = qi[:, 0] * 2                                         # q_0 . k_3 = |q_0| |k_3|
+        mask = r.normal(size=(1, 6, 9)) * 10
+        scores = qi @ k.transpose(0, 2, 1) + mask                          # (2, 6, 9)
+        key_norm = np.sqrt((k * k).sum(-1)).max(axis=1)
+        assert not real(qi, key_norm, mask, scores.max() * (1 - 1e-9))
+        assert real(qi, key_norm, mask, 1e6)
+        assert not real(qi * np.nan, key_norm, mask, 1e6)                  # NaN: the running max
+
+
 # ---- planted errors ---------------------------------------------------------------------------------
 
 def test_a_forgotten_rescale_is_caught(monkeypatch):
     """With the rescale exp(m_old - m_new) replaced by 1 (the sums so far kept at the old max),
-    the comparison fails as soon as there is more than one key block."""
+    the comparison fails as soon as there is more than one key block (the running max's loop)."""
+    monkeypatch.setattr(tiled, "_cannot_overflow", lambda *args: False)
     q, k, v, dcontext = inputs(2, 2, 9, 9, 4)
     assert_equal64(*both(q, k, v, dcontext, block=4))
     monkeypatch.setattr(tiled, "_rescale", lambda m, m_new: np.where(np.isneginf(m), 0.0, 1.0))
