@@ -78,11 +78,13 @@ def tiled_attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, r
         for b, h0, h1 in tasks[first:last]:
             heads = slice(h0, h1)
             key_norm = np.sqrt(np.einsum("ntd,ntd->nt", k[b, heads], k[b, heads]).max(axis=1))      # (n,) max |k_t|
+            finite = np.isfinite(key_norm).all() and np.isfinite(v[b, heads]).all()
             for f0 in range(0, F, block_q):
                 f1 = min(F, f0 + block_q)
-                rows = (q[b, heads, f0:f1] * scale, k[b, heads], v[b, heads], _mask_rows(mask, b, heads, f0, f1),
-                        drop.keep(b, h0, h1, f0, f1), after[heads, None, None], block_k, buffers,
-                        context[b, heads, f0:f1], row_max[b, heads, f0:f1], log_sum[b, heads, f0:f1])
+                qi, part = q[b, heads, f0:f1] * scale, _mask_rows(mask, b, heads, f0, f1)
+                cols = _key_blocks(part, T, block_k, finite and np.isfinite(qi).all())
+                rows = (qi, k[b, heads], v[b, heads], part, drop.keep(b, h0, h1, f0, f1), after[heads, None, None],
+                        cols, buffers, context[b, heads, f0:f1], row_max[b, heads, f0:f1], log_sum[b, heads, f0:f1])
                 if not (_cannot_overflow(rows[0], key_norm, rows[3], limit) and _forward_rows_unshifted(*rows)):
                     _forward_rows(*rows)
     over_batch(work, len(tasks))
@@ -104,7 +106,7 @@ def _cannot_overflow(qi, key_norm, mask, limit):
     return bool(np.all(bound <= limit))
 
 
-def _forward_rows_unshifted(qi, k, v, mask, keep, after, block_k, buffers, context, row_max, log_sum):
+def _forward_rows_unshifted(qi, k, v, mask, keep, after, cols, buffers, context, row_max, log_sum):
     """tiled_attention_forward's loop with m = 0 throughout, where _cannot_overflow says no
     exp(S) can overflow: softmax(S) = exp(S) / rowsum(exp(S)) (a constant subtracted from a row
     changes nothing), so there is no running max to find, subtract or rescale by:
@@ -117,12 +119,10 @@ def _forward_rows_unshifted(qi, k, v, mask, keep, after, block_k, buffers, conte
     exps lose bits to underflow, or are all 0 where every key is masked): the caller then runs
     _forward_rows, whose shifted exps give the reference's numbers there."""
     n, Fb, D = qi.shape
-    T = k.shape[1]
     s_buffer, product, ones = buffers
     l = np.zeros((n, Fb, 1), dtype=qi.dtype)                                       # sum of exps
     acc = np.zeros((n, Fb, D), dtype=qi.dtype)                                     # (E * keep) V so far
-    for t0 in range(0, T, block_k):
-        t1 = min(T, t0 + block_k)
+    for t0, t1 in cols:
         s = np.matmul(qi, k[:, t0:t1].transpose(0, 2, 1), out=_tile(s_buffer, (n, Fb, t1 - t0)))   # Q_i K_j^T * scale
         _add_mask(s, mask, t0, t1)                                                 # (n, Fb, Tb) = S
         e = np.exp(s, out=s)                                                       # (n, Fb, Tb) = E
@@ -138,21 +138,19 @@ def _forward_rows_unshifted(qi, k, v, mask, keep, after, block_k, buffers, conte
     return True
 
 
-def _forward_rows(qi, k, v, mask, keep, after, block_k, buffers, context, row_max, log_sum):
+def _forward_rows(qi, k, v, mask, keep, after, cols, buffers, context, row_max, log_sum):
     """One block of query rows of one batch row, a group of n heads: the loop of
     tiled_attention_forward's docstring.  qi (n, Fb, D), already multiplied by scale (Q K^T * scale
     = (Q * scale) K^T: exact for a power of two such as 64^-1/2, else one rounding of q's entries);
     k, v (n, T, D); mask broadcastable to (n, Fb, T) or None; keep (n, Fb, T) bool or None; after
-    (n, 1, 1); buffers: flat, room for (n, Fb, block_k) and (n, Fb, D).  Writes context (n, Fb, D), row_max and
+    (n, 1, 1); cols: the key blocks [t0, t1) to visit (_key_blocks); buffers: flat, room for (n, Fb, block_k) and (n, Fb, D).  Writes context (n, Fb, D), row_max and
     log_sum (n, Fb)."""
     n, Fb, D = qi.shape
-    T = k.shape[1]
     s_buffer, product = buffers[:2]
     m = np.full((n, Fb, 1), -np.inf, dtype=qi.dtype)                               # running max
     l = np.zeros((n, Fb, 1), dtype=qi.dtype)                                       # running sum of exps
     acc = np.zeros((n, Fb, D), dtype=qi.dtype)                                     # running (E * keep) V
-    for t0 in range(0, T, block_k):
-        t1 = min(T, t0 + block_k)
+    for t0, t1 in cols:
         s = np.matmul(qi, k[:, t0:t1].transpose(0, 2, 1), out=_tile(s_buffer, (n, Fb, t1 - t0)))   # Q_i K_j^T * scale
         _add_mask(s, mask, t0, t1)                                                 # (n, Fb, Tb) + mask
         m_new = np.maximum(m, s.max(axis=-1, keepdims=True))                       # (n, Fb, 1)
@@ -192,6 +190,7 @@ def tiled_attention_backward(dcontext, cache, out=None):
     write into.  Returns (dq (B, N, F, D), dk (B, N, T, D), dv (B, N, T, D)), as the reference's."""
     q, k, v, context = cache["q"], cache["k"], cache["v"], cache["context"]
     B, N, F, D = q.shape
+    T = k.shape[2]
     block_q, block_k = cache["block"]
     mask, drop, after = cache["mask"], cache["dropout"], cache["after"]
     dq, dk, dv = out if out is not None else (np.empty_like(q), np.empty_like(k), np.empty_like(v))
@@ -205,33 +204,34 @@ def tiled_attention_backward(dcontext, cache, out=None):
             heads = slice(h0, h1)
             dk[b, heads] = 0                                                       # summed over query blocks
             dv[b, heads] = 0
+            finite = np.isfinite(k[b, heads]).all() and np.isfinite(v[b, heads]).all()   # as the forward's
             for f0 in range(0, F, block_q):
                 f1 = min(F, f0 + block_q)
                 rows = (b, heads, slice(f0, f1))
-                _backward_rows(dcontext[rows], context[rows], q[rows] * cache["scale"], k[b, heads], v[b, heads],
-                               _mask_rows(mask, b, heads, f0, f1), drop.keep(b, h0, h1, f0, f1),
-                               after[heads, None, None], cache["scale"], block_k, buffers,
+                qi, part = q[rows] * cache["scale"], _mask_rows(mask, b, heads, f0, f1)
+                cols = _key_blocks(part, T, block_k, finite and np.isfinite(qi).all() and np.isfinite(dcontext[rows]).all())
+                _backward_rows(dcontext[rows], context[rows], qi, k[b, heads], v[b, heads],
+                               part, drop.keep(b, h0, h1, f0, f1),
+                               after[heads, None, None], cache["scale"], cols, buffers,
                                cache["row_max"][rows], cache["log_sum"][rows], dq[rows], dk[b, heads], dv[b, heads])
     over_batch(work, len(tasks))
     return dq, dk, dv
 
 
-def _backward_rows(do, o, qi, k, v, mask, keep, after, scale, block_k, buffers, row_max, log_sum, dq, dk, dv):
+def _backward_rows(do, o, qi, k, v, mask, keep, after, scale, cols, buffers, row_max, log_sum, dq, dk, dv):
     """One block of query rows of one batch row, a group of n heads: the loop of
     tiled_attention_backward's docstring.  do, o (n, Fb, D); qi (n, Fb, D) multiplied by scale (as
     in the forward: dK_j += dS^T Q_i with dS's factor scale in it; dQ_i's applied once at the end);
     k, v (n, T, D); row_max, log_sum (n, Fb); buffers: from tiled_attention_backward.
     Writes dq (n, Fb, D); adds into dk, dv (n, T, D)."""
     n, Fb, D = qi.shape
-    T = k.shape[1]
     p_buffer, ds_buffer, product = buffers
     plain = keep is None and bool(np.all(after == 1))                              # A = P, dP = dA
     delta = _row_dot(do, o)                                                        # (n, Fb, 1) = rowsum(dO * O)
     m, log_l = row_max[..., None], log_sum[..., None]                              # (n, Fb, 1) each
     shifted = bool(m.any())                                                        # m = 0: unshifted forward
     dq[...] = 0
-    for t0 in range(0, T, block_k):
-        t1 = min(T, t0 + block_k)
+    for t0, t1 in cols:
         Tb = t1 - t0
         # in the forward: S = Q_i K_j^T * scale + mask, P = exp(S - m) / l
         p = np.matmul(qi, k[:, t0:t1].transpose(0, 2, 1), out=_tile(p_buffer, (n, Fb, Tb)))   # Q_i K_j^T * scale
@@ -258,6 +258,23 @@ def _backward_rows(do, o, qi, k, v, mask, keep, after, scale, block_k, buffers, 
 
 
 # ---- helpers --------------------------------------------------------------------------------------
+
+def _key_blocks(mask, T, block_k, finite):
+    """The key blocks [t0, t1) a block of query rows visits: every one, less those where every
+    entry of the mask part is at most finfo.min / 2 (a padding or causal mask's masked keys),
+    whose exps are 0 exactly in the forward and the backward, so that they add nothing to any
+    sum: their GEMMs and passes are skipped.  Only when that is exact: `finite` (no NaN or inf
+    in q, k, v, nor in dcontext for the backward: 0 * NaN is NaN in the reference) and every
+    query row has a key that is not masked so (a row whose keys are all masked is uniform
+    over them all).  mask: a part from _mask_rows, or None."""
+    blocks = [(t0, min(T, t0 + block_k)) for t0 in range(0, T, block_k)]
+    if mask is None or mask.shape[-1] == 1 or not finite:
+        return blocks
+    dead = np.finfo(mask.dtype).min / 2 if mask.dtype.kind == "f" else -np.inf
+    if not np.all(mask.max(axis=-1) > dead):
+        return blocks
+    return [(t0, t1) for t0, t1 in blocks if not np.all(mask[..., t0:t1] <= dead)]
+
 
 def _blocks(block):
     """(query rows, key columns) per tile from an int or a pair; positive ints, else an error."""

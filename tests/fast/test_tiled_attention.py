@@ -454,6 +454,86 @@ def test_the_bound_is_above_every_score():
         assert not real(qi * np.nan, key_norm, mask, 1e6)                  # NaN: the running max
 
 
+# ---- key blocks masked away --------------------------------------------------------------------------
+
+def visited(monkeypatch):
+    """Spies on _key_blocks: the list of key blocks each call returned (forward and backward)."""
+    seen = []
+    key_blocks = tiled._key_blocks
+
+    def spy(*args):
+        seen.append(key_blocks(*args))
+        return seen[-1]
+    monkeypatch.setattr(tiled, "_key_blocks", spy)
+    return seen
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_masked_key_blocks_are_skipped_with_the_same_numbers(monkeypatch, dtype):
+    """Padding (keys 5.. of batch row 1 masked with finfo.min) and causal masks: the key blocks
+    wholly masked are not visited, forward or backward, and the results equal the reference's
+    (float64 to 1e-12; float32 within 16 ulp normwise, as test_float32_within_the_derived_bound)."""
+    seen = visited(monkeypatch)
+    low = np.finfo(dtype).min
+    q, k, v, dcontext = inputs(2, 2, 12, 12, 4, dtype)
+    padding = np.zeros((2, 1, 1, 12), dtype)
+    padding[1, ..., 5:] = low
+    causal = np.where(np.tril(np.ones((12, 12), bool)), 0, low).astype(dtype)[None, None]
+    for mask in (padding, causal):
+        seen.clear()
+        r, t = both(q, k, v, dcontext, mask, block=4)
+        for name, a, b in zip(("context", "dq", "dk", "dv"), t, r):
+            assert rel(a, b) <= (F64_REL if dtype == np.float64 else 16 * np.finfo(np.float32).eps), name
+        visits = sum(len(cols) for cols in seen)                           # forward and backward
+        every = 2 * len(seen) * 3                                          # 3 key blocks of 4
+        assert visits < every
+    assert [len(c) for c in seen[:len(seen) // 2]] == [1, 2, 3] * (len(seen) // 6)   # causal: blocks <= the row's
+
+
+def test_masked_blocks_are_visited_where_skipping_would_change_a_number(monkeypatch):
+    """No skip where the reference's numbers come from the masked keys: a row whose keys are all
+    masked (uniform over all of them), NaN in v at a masked key (0 * NaN = NaN in the
+    reference's context) or in dcontext (the reference's dk at masked keys is NaN)."""
+    seen = visited(monkeypatch)
+    q, k, v, dcontext = inputs(1, 1, 8, 8, 4)
+    mask = np.zeros((1, 1, 8, 8))
+    mask[..., 4:] = MIN64                                                  # keys 4..7 masked for every row
+    both(q, k, v, dcontext, mask, block=4)
+    assert all(len(cols) == 1 for cols in seen)
+    cases = []
+    all_masked = mask.copy()
+    all_masked[..., 1, :] = MIN64                                          # row 1: every key
+    cases.append((v, dcontext, all_masked))
+    v_nan = v.copy()
+    v_nan[..., 6, 0] = np.nan
+    cases.append((v_nan, dcontext, mask))
+    for v_case, d_case, m_case in cases:
+        seen.clear()
+        with np.errstate(invalid="ignore"):
+            r, t = both(q, k, v_case, d_case, m_case, block=4)
+        assert len(seen[0]) == 2                                           # query rows 0..3: both key blocks
+        for a, b in zip(t, r):
+            np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+        assert_equal64(r, t)
+    seen.clear()
+    d_nan = dcontext.copy()
+    d_nan[..., 0, 0] = np.nan
+    with np.errstate(invalid="ignore"):
+        r, t = both(q, k, v, d_nan, mask, block=4)
+    assert [len(c) for c in seen] == [1, 1, 2, 1]                          # forward 2 blocks, backward 2
+    for a, b in zip(t, r):
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+
+
+def test_a_skipped_block_that_is_not_masked_is_caught(monkeypatch):
+    """_key_blocks dropping the last key block of every call, masked or not: caught."""
+    key_blocks = tiled._key_blocks
+    monkeypatch.setattr(tiled, "_key_blocks", lambda *args: key_blocks(*args)[:-1] or key_blocks(*args))
+    q, k, v, dcontext = inputs(1, 2, 8, 8, 4)
+    with pytest.raises(AssertionError):
+        assert_equal64(*both(q, k, v, dcontext, None, block=4))
+
+
 # ---- planted errors ---------------------------------------------------------------------------------
 
 def test_a_forgotten_rescale_is_caught(monkeypatch):
