@@ -9,7 +9,7 @@ ratios quoted are medians of the round-by-round ratios), and one fresh process p
 
 Implementations: npbert (the fast path: attention in tiles from 2048 tokens on), npbert-ckpt
 (and gradient checkpointing), torch-sdpa, torch-sdpa-ckpt (transformers' gradient_checkpointing_enable,
-use_reentrant=False); add npbert-notiles to see the full attention op at the same lengths.
+use_reentrant=False); add npbert-notiles to see the full attention op at the same lengths, npbert-tiles the tiled op.
 Modes: forward (eval, no_grad) and train_fwd_bwd (a training step's forward and backward).
 Prints a Markdown table: times in ms, npbert / torch-sdpa ratios, peak memory in MiB.
 """

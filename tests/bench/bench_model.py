@@ -41,7 +41,8 @@ import time
 MODES = ("forward", "train_fwd_bwd", "eval_fwd_bwd")
 IMPLS = ("npbert", "npbert-reference", "torch-eager", "torch-sdpa", "gemm-floor", "attn-floor")
 # also accepted in --impls: "npbert-ckpt" and "torch-sdpa-ckpt" (gradient checkpointing on), "npbert-notiles"
-# (the fast path with its attention never in tiles: encoder.attention_tiles_from = None)
+# (the fast path with its attention never in tiles: encoder.attention_tiles_from = None), "npbert-tiles"
+# (always in tiles: attention_tiles_from = 1)
 FLOORS = ("gemm-floor", "attn-floor")
 
 
@@ -87,6 +88,8 @@ def make_runner(impl, args):
             model.gradient_checkpointing_enable()
         if impl == "npbert-notiles":
             model.encoder.attention_tiles_from = None
+        if impl == "npbert-tiles":
+            model.encoder.attention_tiles_from = 1
 
         def run(mode):
             model.train(mode == "train_fwd_bwd")
