@@ -21,7 +21,7 @@ from .feed_forward import BertIntermediate, BertOutput
 from .module import Module, ModuleList
 
 
-TILES_FROM = 2048   # tokens: the fast path's attention in tiles from this length on (docs/long_sequences.md)
+TILES_FROM = 1024   # tokens: the fast path's attention in tiles from this length on (docs/long_sequences.md)
 
 
 class BertLayer(Module):

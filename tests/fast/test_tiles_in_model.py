@@ -1,5 +1,5 @@
 """The fast model's attention in tiles (npbert/fast/tiled_attention.py), used from
-`model.bert.encoder.attention_tiles_from` tokens on (2048 by default; lowered here to 8 so
+`model.bert.encoder.attention_tiles_from` tokens on (1024 by default; lowered here to 8 so
 that tiny models reach it, and the tiles cut to 4 x 4 so that a row spans several of them):
 every model computes what the reference path computes, in training with dropout on everywhere
 and in halves (B = 4), with the tolerances of test_models_fast_equals_reference.py (the tiled op
