@@ -15,6 +15,9 @@ mask (B, 1, 1, T) with the second row's last eighth masked, no dropout (eval).
   dS K, dS^T Q backward) on the same threads and tiles, nothing between them: no NumPy
   implementation of attention gets below it here, so tiled / gemm-floor is what the softmax,
   masks and rescaling cost, and gemm-floor / sdpa what NumPy's GEMMs cost against torch's kernel.
+- `exp-floor`: gemm-floor plus one np.exp over every score tile (in the backward too, where the
+  probabilities are recomputed): the least a softmax needs besides its GEMMs; exp-floor / sdpa is
+  how near SDPA any NumPy attention op that runs np.exp can come.
 
     python tests/bench/bench_long_attention.py                      # T = 512, 1024, 2048, 5 rounds
     python tests/bench/bench_long_attention.py --quick              # 3 rounds, T = 512, 2048
@@ -36,7 +39,7 @@ import sys
 from bench_model import _reset_peak, _rss_kib, alternating_times, memory_environment, worker_environment
 
 MODES = ("forward", "fwd_bwd")
-IMPLS = ("tiled", "fast", "sdpa", "gemm-floor")
+IMPLS = ("tiled", "fast", "sdpa", "gemm-floor", "exp-floor")
 
 
 def make_runner(impl, T, args):
@@ -66,8 +69,8 @@ def make_runner(impl, T, args):
                 return context if mode == "forward" else F.attention_backward(dcontext, cache, free=True)
         return run
 
-    if impl == "gemm-floor":
-        return _gemm_floor_runner(q, k, v, dcontext, args.block)
+    if impl in ("gemm-floor", "exp-floor"):
+        return _gemm_floor_runner(q, k, v, dcontext, args.block, with_exp=impl == "exp-floor")
 
     import torch
     torch.set_num_threads(2)
@@ -86,8 +89,10 @@ def make_runner(impl, T, args):
     return run
 
 
-def _gemm_floor_runner(q, k, v, dcontext, block):
-    """The tiled op's GEMMs alone, tile by tile on npbert's threads (one BLAS thread each)."""
+def _gemm_floor_runner(q, k, v, dcontext, block, with_exp=False):
+    """The tiled op's GEMMs alone, tile by tile on npbert's threads (one BLAS thread each);
+    with_exp: and np.exp over each score tile once (forward and backward), the one pass no
+    softmax can do without."""
     import numpy as np
     from npbert.fast.parallel import over_batch, set_num_threads
     set_num_threads(2)
@@ -103,6 +108,8 @@ def _gemm_floor_runner(q, k, v, dcontext, block):
                     for t0 in range(0, T, block):
                         kj, vj = k[i, :, t0:t0 + block], v[i, :, t0:t0 + block]
                         np.matmul(qi, kj.transpose(0, 2, 1), out=s)                  # Q K^T
+                        if with_exp:
+                            np.exp(s, out=s)
                         if mode == "forward":
                             np.matmul(s, vj, out=out[i, :, f0:f0 + block])           # S V
                             continue
@@ -175,7 +182,7 @@ def main():
         if not args.no_memory:
             for mode in modes:
                 for impl in impls:
-                    if impl == "gemm-floor":                   # a time bound only: its memory means nothing
+                    if impl.endswith("-floor"):                # a time bound only: its memory means nothing
                         continue
                     r = subprocess.run(common + ["--memory-worker", impl, mode, str(T)], env=memory_env,
                                        capture_output=True, text=True)
@@ -192,7 +199,7 @@ def main():
             if "tiled" not in impls:
                 continue
             for impl in impls:
-                if impl in ("tiled", "gemm-floor"):          # (the floor's ratios below)
+                if impl in ("tiled", "gemm-floor", "exp-floor"):   # (the floors' ratios below)
                     continue
                 ratios = [a / b for a, b in zip(times[mode]["tiled"], times[mode][impl])]   # round by round
                 mem = ""
@@ -201,7 +208,7 @@ def main():
                 print(f"  tiled / {impl:5s} time {statistics.median(ratios):5.2f}x "
                       f"(rounds {min(ratios):.2f}..{max(ratios):.2f}){mem}", flush=True)
             if "gemm-floor" in impls:
-                for a, b in (("tiled", "gemm-floor"), ("gemm-floor", "sdpa")):
+                for a, b in (("tiled", "gemm-floor"), ("tiled", "exp-floor"), ("gemm-floor", "sdpa"), ("exp-floor", "sdpa")):
                     if a in impls and b in impls:
                         ratios = [x / y for x, y in zip(times[mode][a], times[mode][b])]
                         print(f"  {a} / {b} time {statistics.median(ratios):5.2f}x "
