@@ -82,10 +82,11 @@ def tiled_attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, r
             for f0 in range(0, F, block_q):
                 f1 = min(F, f0 + block_q)
                 qi, part = q[b, heads, f0:f1] * scale, _mask_rows(mask, b, heads, f0, f1)
-                cols = _key_blocks(part, T, block_k, finite and np.isfinite(qi).all())
+                top = None if part is None else part.max(axis=-1)                  # each row's largest mask entry
+                cols = _key_blocks(part, T, block_k, finite and np.isfinite(qi).all(), top)
                 rows = (qi, k[b, heads], v[b, heads], part, drop.keep(b, h0, h1, f0, f1), after[heads, None, None],
                         cols, buffers, context[b, heads, f0:f1], row_max[b, heads, f0:f1], log_sum[b, heads, f0:f1])
-                if not (_cannot_overflow(rows[0], key_norm, rows[3], limit) and _forward_rows_unshifted(*rows)):
+                if not (_cannot_overflow(qi, key_norm, top, limit) and _forward_rows_unshifted(*rows)):
                     _forward_rows(*rows)
     over_batch(work, len(tasks))
     drop.done()                             # a caller's generator: moved on as the reference moves it
@@ -94,15 +95,16 @@ def tiled_attention_forward(q, k, v, mask=None, head_mask=None, dropout_p=0.0, r
     return context, cache
 
 
-def _cannot_overflow(qi, key_norm, mask, limit):
+def _cannot_overflow(qi, key_norm, mask_top, limit):
     """Whether no score of this block of query rows can exceed `limit` (so that exp(S) with no
     max subtracted cannot overflow, even summed over T keys): |q_f . k_t| * scale <= |q_f * scale|
     max_t |k_t| (Cauchy-Schwarz), plus the row's largest mask entry.  qi (n, Fb, D) multiplied by
-    scale, key_norm (n,), mask a part from _mask_rows or None.  False for NaN, as for a bound too
-    large; either way _forward_rows (the running max) takes the block."""
+    scale, key_norm (n,), mask_top: the max over the keys of a mask part from _mask_rows
+    ((n or 1, Fb or 1)), or None.  False for NaN, as for a bound too large; either way
+    _forward_rows (the running max) takes the block."""
     bound = np.sqrt(np.einsum("nfd,nfd->nf", qi, qi)) * key_norm[:, None]          # (n, Fb)
-    if mask is not None:
-        bound = bound + mask.max(axis=-1)                                          # (n or 1, Fb or 1) broadcast
+    if mask_top is not None:
+        bound = bound + mask_top                                                   # (n or 1, Fb or 1) broadcast
     return bool(np.all(bound <= limit))
 
 
@@ -115,7 +117,7 @@ def _forward_rows_unshifted(qi, k, v, mask, keep, after, cols, buffers, context,
         acc += (E * keep_j) V_j                                             (n, Fb, D)
 
     Arguments and outputs as _forward_rows's (row_max written as 0).  Returns False, having
-    written nothing meaningful, if some row's sum l is below 2^-20 (every score far below 0: its
+    written nothing, if some row's sum l is below 2^-20 (every score far below 0: its
     exps lose bits to underflow, or are all 0 where every key is masked): the caller then runs
     _forward_rows, whose shifted exps give the reference's numbers there."""
     n, Fb, D = qi.shape
@@ -259,19 +261,20 @@ def _backward_rows(do, o, qi, k, v, mask, keep, after, scale, cols, buffers, row
 
 # ---- helpers --------------------------------------------------------------------------------------
 
-def _key_blocks(mask, T, block_k, finite):
+def _key_blocks(mask, T, block_k, finite, top=None):
     """The key blocks [t0, t1) a block of query rows visits: every one, less those where every
     entry of the mask part is at most finfo.min / 2 (a padding or causal mask's masked keys),
     whose exps are 0 exactly in the forward and the backward, so that they add nothing to any
     sum: their GEMMs and passes are skipped.  Only when that is exact: `finite` (no NaN or inf
     in q, k, v, nor in dcontext for the backward: 0 * NaN is NaN in the reference) and every
     query row has a key that is not masked so (a row whose keys are all masked is uniform
-    over them all).  mask: a part from _mask_rows, or None."""
+    over them all).  mask: a part from _mask_rows, or None; top: its max over the keys, if the
+    caller has it already."""
     blocks = [(t0, min(T, t0 + block_k)) for t0 in range(0, T, block_k)]
     if mask is None or mask.shape[-1] == 1 or not finite:
         return blocks
     dead = np.finfo(mask.dtype).min / 2 if mask.dtype.kind == "f" else -np.inf
-    if not np.all(mask.max(axis=-1) > dead):
+    if not np.all((mask.max(axis=-1) if top is None else top) > dead):
         return blocks
     return [(t0, t1) for t0, t1 in blocks if not np.all(mask[..., t0:t1] <= dead)]
 

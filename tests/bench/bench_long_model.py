@@ -7,7 +7,7 @@ ratios quoted are medians of the round-by-round ratios), and one fresh process p
     python tests/bench/bench_long_model.py                                  # the whole table (long)
     python tests/bench/bench_long_model.py --layers 2 --seqs 512,2048 --batches 2 --rounds 2
 
-Implementations: npbert (the fast path: attention in tiles from 2048 tokens on), npbert-ckpt
+Implementations: npbert (the fast path: attention in tiles from 1024 tokens on), npbert-ckpt
 (and gradient checkpointing), torch-sdpa, torch-sdpa-ckpt (transformers' gradient_checkpointing_enable,
 use_reentrant=False); add npbert-notiles to see the full attention op at the same lengths, npbert-tiles the tiled op.
 Modes: forward (eval, no_grad) and train_fwd_bwd (a training step's forward and backward).
