@@ -22,6 +22,7 @@ from npbert.optim import (AdamW, SchedulerType, get_constant_schedule, get_const
                           get_polynomial_decay_schedule_with_warmup, get_scheduler)
 
 from npbert import optim, training, data  # noqa: E402  (npbert.optim.AdamW, npbert.training.Trainer, ...)
+from npbert import losses, outputs  # noqa: E402  (a head of your own: docs/custom_heads.md)
 
 __version__ = "0.1.0"
 

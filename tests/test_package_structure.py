@@ -24,7 +24,7 @@ RANKS = {
     "npbert.paths": 0, "npbert.task_names": 0, "npbert.config": 0, "npbert.io": 0,
     "npbert.ops": 1, "npbert.tokenization": 1, "npbert.testing": 1, "npbert.gradcheck": 1, "npbert.layers": 1,
     "npbert.fast": 2, "npbert.reference": 2, "npbert.functional": 2,
-    "npbert.modeling": 3, "npbert.optim": 3,
+    "npbert.modeling": 3, "npbert.optim": 3, "npbert.losses": 3, "npbert.outputs": 3,
     "npbert.training": 4, "npbert.distributed": 4,
     "npbert.data": 5, "npbert.tasks": 5, "npbert.interpret": 5, "npbert.pipelines": 5,
     "npbert.cli": 6, "npbert.__main__": 6, "npbert": 6,

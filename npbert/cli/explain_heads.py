@@ -5,8 +5,9 @@ with named dims, the labels the command line gives it, and the gradient its loss
     K = the head's classes (num_labels; 2 for next sentence prediction), C = choices
 
 Nothing here knows a head class by its loss.  What the page needs from a head it reads from the
-head's declarations (npbert/modeling/loss_terms.py): `loss_terms(batch)` (the terms of its loss,
-each `weight * mean` over `count` items), `attribution_targets` (which output scores classes, tokens,
+head's declarations (npbert/modeling/loss_terms.py): `loss_terms(batch)` and the HeadLoss its call
+builds from them (the terms of its loss, each `weight * mean` over `count` items, and their
+gradients by output name), `attribution_targets` (which output scores classes, tokens,
 token classes or spans: the output's dims), the forward's label arguments (transformers' names:
 `labels`, `next_sentence_label`, `start_positions`, `end_positions`), and its `backward(...)`.
 """
@@ -20,7 +21,7 @@ import numpy as np
 
 import npbert
 from npbert.cli.common import CliError, load_tokenizer
-from npbert.ops import losses
+from npbert.modeling.loss_terms import HeadLoss
 
 # the label arguments of transformers' heads, in the order of their forward's signature
 LABEL_ARGS = ("labels", "next_sentence_label", "start_positions", "end_positions")
@@ -224,40 +225,32 @@ def parse_labels(head, args, output, tokens, model_dir):
 
 # ---- the loss's gradient ----------------------------------------------------------------------
 
-def term_gradient(term, logits, labels):
-    """d (weight * mean) / d logits for one term of the head's loss (loss_terms.py): the mean of
-    the item losses over its `count` items, as npbert.ops.losses computes it and its backward
-    differentiates it.  The item loss by the term's name: squared error for "regression", binary
-    cross-entropy for "multi_label", else cross-entropy over the last axis, labels -100 not counted."""
-    x = np.asarray(logits, dtype=np.float64)
-    y = np.asarray(labels)
-    if term.name == "regression":
-        _, cache = losses.mse_forward(x, y.reshape(x.shape))
-        return losses.mse_backward(term.weight, cache)
-    if term.name == "multi_label":
-        _, cache = losses.bce_with_logits_forward(x, y.astype(np.float64))
-        return losses.bce_with_logits_backward(term.weight, cache)
-    _, cache = losses.cross_entropy_forward(x, y.astype(np.int64))
-    return losses.cross_entropy_backward(term.weight, cache)
+def loss_gradients(head):
+    """{output name: d loss / d output} in float64: the backward of the head's loss as its last forward
+    built it (model.head_loss, npbert/modeling/loss_terms.py), nothing restated here."""
+    return {k: np.asarray(v, dtype=np.float64) for k, v in head.head_loss.backward(1.0).items()}
 
 
-def loss_gradients(head, output, labels, terms):
-    """{output name: d loss / d output}: each term of the loss (in the order of the label arguments,
-    the order loss_terms gives them) from its label argument's output."""
-    names = list(labels)
-    if len(terms) != len(names):
-        raise CliError(f"{type(head).__name__}: its loss has {len(terms)} terms ({', '.join(t.name for t in terms)}) "
-                       f"for {len(names)} label arguments: the page cannot pair them", status=1)
-    outputs = dict(head_outputs(head, output))
-    kinds = output_kinds(head)
-    main = next((n for n, k in kinds.items() if k == "token"), None) or next(iter(outputs))
-    pick = {"labels": main, "start_positions": "start_logits", "end_positions": "end_logits",
-            "next_sentence_label": next((n for n, k in kinds.items() if k == "class"), "seq_relationship_logits")}
-    grads = {name: np.zeros(x.shape) for name, x in outputs.items()}
-    for term, arg in zip(terms, names):
-        out = pick[arg]
-        grads[out] = grads[out] + term_gradient(term, outputs[out], labels[arg])
-    return grads
+def loss_gradient_error(terms, output, dout, entries=3, step=1e-5):
+    """max over a few entries of each output the loss reads of |d loss / d entry - its central
+    difference| / (1 + |d loss / d entry|): the loss recomputed in float64 from the same declared
+    terms on the output moved by +-step there.  The entries: the largest |gradient| and two more
+    drawn by a fixed seed."""
+    outputs = {k: np.array(v, dtype=np.float64) for k, v in output.items() if isinstance(v, np.ndarray)}
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for name, d in dout.items():
+        picks = [int(np.argmax(np.abs(d)))] + [int(i) for i in rng.integers(0, d.size, entries - 1)]
+        for i in picks:
+            moved = []
+            for sign in (1.0, -1.0):
+                y = outputs[name].copy()
+                y.reshape(-1)[i] += sign * step
+                moved.append(float(HeadLoss(terms, {**outputs, name: y}, keep=False).value))
+            fd = (moved[0] - moved[1]) / (2 * step)
+            g = float(d.reshape(-1)[i])
+            worst = max(worst, abs(g - fd) / (1 + abs(g)))
+    return worst
 
 
 def tied_names(head):

@@ -31,7 +31,8 @@ import numpy as np
 import npbert
 from npbert import reference
 from npbert.cli.common import CliError, UsageError, load_checkpoint
-from npbert.cli.explain_heads import (bert_upstream, head_class, head_inputs, head_outputs, loss_gradients, output_dims,
+from npbert.cli.explain_heads import (bert_upstream, head_class, head_inputs, head_outputs, loss_gradient_error,
+                                      loss_gradients, output_dims,
                                       output_source, parse_labels, tied_names)
 from npbert.cli.explain_page import render_page
 from npbert.cli.explain_stages import SECTIONS, run_backward, run_forward, source_line
@@ -247,11 +248,15 @@ def build_data(args, out_path, load_model, tokenize):
         loss = float(np.sum(out64.last_hidden_state * U))
         g64 = model64.backward(last_hidden_state=U)
     else:
-        terms = head.loss_terms({**hin, **labels})
+        terms = head.head_loss.terms                                      # the loss of the forward with labels
         if any(t.count == 0 for t in terms):
             raise CliError(f"--label {args.label}: no label counts in the loss term "
                            f"{next(t.name for t in terms if t.count == 0)!r}: give at least one", status=2)
-        dout = loss_gradients(head, hout, labels, terms)                 # {output: d loss / d output}
+        dout = loss_gradients(head)                                      # {output: d loss / d output}
+        loss_checks.append(check(
+            "d loss / d outputs", loss_gradient_error(head.loss_terms({**hin, **labels}), hout, dout), 0.0,
+            BACKWARD_TOL, checks, f"d loss / d {', '.join(dout)} from {hname}'s loss terms = central differences of "
+            f"the loss recomputed from the same terms (float64, a few entries each)"))
         with bert_upstream(head) as seen:
             hgrads = head.backward(retain_graph=True)                     # d loss, the head's own backward
         u, w = seen.get("pooler_output"), seen.get("last_hidden_state")
@@ -263,7 +268,7 @@ def build_data(args, out_path, load_model, tokenize):
             f"{hname}.backward(**d loss / d outputs)", _concat(hgrads_out, names), _concat(hgrads, names),
             BACKWARD_TOL, checks, f"d loss / d {', '.join(dout)} from the loss terms, through {hname}.backward(...), "
             f"gives every parameter's gradient of {hname}.backward() of its loss")
-        means = head.loss_term_means() or {terms[0].name: loss}
+        means = {t.name: float(t.mean) for t in terms}
         loss_checks.append(check(
             "loss_terms", sum(t.weight * means[t.name] for t in terms), loss, BACKWARD_TOL, checks,
             f"sum of weight * mean over {hname}.loss_terms = {hname}'s loss"))

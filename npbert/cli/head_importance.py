@@ -86,7 +86,8 @@ def run(args):
     from npbert.cli.attribute import load_model, progress_printer
     from npbert.io._atomic import atomic_write
     model, tokenizer = load_model(args)
-    if model.attribution_targets != {"class": "logits"} or model.regroup_kind(np.zeros(1, np.int64)) != "class":
+    probe = {"input_ids": np.zeros((1, 1), np.int64), "labels": np.zeros(1, np.int64)}
+    if model.attribution_targets != {"class": "logits"} or model.regroup_kind(probe) != "class":
         # (the model's declarations: a classifier of its logits whose loss is a mean over labelled examples,
         # which is what this command's labelled text file gives it)
         raise UsageError(f"--model {args.model}: head-importance needs a BertForSequenceClassification checkpoint, "

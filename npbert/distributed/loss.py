@@ -18,7 +18,8 @@ x1/n1 + x2/n2 != (x1 + x2)/(n1 + n2).
 
 Which terms a model's loss has, their weights and what each counts, is the model's own
 declaration, `model.loss_terms(batch)` (npbert/modeling/loss_terms.py: the table of npbert's
-heads; a head of your own that declares nothing is one mean over its examples).
+heads): before the forward each count is its op's count of the term's target, and after it the
+HeadLoss holds the count the op's mean really used; backward_global_mean checks they agree.
 
 The model's backward takes one scale per term, `model.backward(loss_scales={c: a_c})`: the
 gradient of sum_c a_c w_c m_c, each term scaled in the head that computes it.
@@ -37,7 +38,11 @@ Usage, one optimizer step (see docs/data_parallel.md for the whole loop):
 def count_loss_items(model, batch):
     """{term: number of items} that `model`'s loss averages over in `batch` (one rank's
     micro-batch), in the order of the terms of the loss (model.loss_terms)."""
-    return {t.name: int(t.count) for t in model.loss_terms(batch)}
+    terms = model.loss_terms(batch)
+    if not terms:
+        raise KeyError(f"{type(model).__name__} computes no loss on this batch (fields: {sorted(batch)}): training "
+                       f"needs the labels its loss_terms name (docs/custom_heads.md)")
+    return {t.name: int(t.count) for t in terms}
 
 
 def add_counts(counts):
@@ -69,18 +74,28 @@ def backward_global_mean(model, outputs, batch, num_items_in_batch, local=None, 
     Summing the returned gradients over the micro-batches and ranks gives the gradient of the
     global mean loss (the global batch's, as one process computes it)."""
     local = count_loss_items(model, batch) if local is None else local
+    _check_counts(model, local)
     return model.backward(retain_graph=retain_graph, loss_scales=_scales(local, num_items_in_batch))
+
+
+def _check_counts(model, local):
+    """The counts planned before the forward are those the forward's means are over."""
+    if model.head_loss is None:
+        raise RuntimeError(f"{type(model).__name__}: the last forward computed no loss to differentiate")
+    if model.head_loss.counts != local:
+        raise RuntimeError(f"{type(model).__name__}: its loss_terms counted {local} items before the forward, but "
+                           f"the forward's means are over {model.head_loss.counts}: the batch given to the forward "
+                           f"is not the one counted")
 
 
 def loss_share(model, outputs, batch, num_items_in_batch, local=None):
     """This micro-batch's share of the global mean loss, sum_c w_c * n_c * m_c / N_c (a float):
     summed over the micro-batches and ranks (world.all_sum) it is the loss of the global batch.
     A term with no item here adds 0 (its mean m_c is NaN, its sum 0)."""
-    terms = model.loss_terms(batch)
-    local = {t.name: int(t.count) for t in terms} if local is None else local
+    local = count_loss_items(model, batch) if local is None else local
     scales = _scales(local, num_items_in_batch)
+    terms = model.head_loss.terms               # the forward's mean of each term (loss = sum_c w_c m_c)
     if len(terms) == 1:
         (c, n), = local.items()
         return scales[c] * float(outputs["loss"]) if n else 0.0
-    means = model.loss_term_means()            # the forward's mean of each term (loss = sum_c w_c m_c)
-    return sum(t.weight * scales[t.name] * means[t.name] for t in terms if local[t.name])
+    return sum(t.weight * scales[t.name] * float(t.mean) for t in terms if local[t.name])

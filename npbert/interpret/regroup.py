@@ -73,10 +73,10 @@ class Plan:
         return np.array([i for i, _, _ in self.examples[start:stop]])
 
 
-def label_kind(model, labels):
+def label_kind(model, batch):
     """How the model's loss counts (see the module docstring), or a reason it cannot be regrouped:
-    the model's own declaration, model.regroup_kind (npbert/modeling/loss_terms.py)."""
-    return model.regroup_kind(labels)
+    model.regroup_kind, read from the terms its loss_terms declare (npbert/modeling/loss_terms.py)."""
+    return model.regroup_kind(batch)
 
 
 def plan_runs(model, batches, run_tokens=None):
@@ -85,7 +85,7 @@ def plan_runs(model, batches, run_tokens=None):
     a run may hold, at least one example (default: RUN_TOKENS, or the largest batch's B T if more)."""
     if not all(isinstance(b, dict) for b in batches):
         return "a batch that is not a dict"
-    kind = label_kind(model, np.asarray(batches[0].get("labels", ())))
+    kind = label_kind(model, batches[0])
     if kind not in ("class", "example", "token"):
         return kind
     if not all("labels" in b for b in batches):

@@ -11,6 +11,9 @@
     BertModel                          U, an array (B, T, H)           sum(last_hidden_state[b] * U[b])
     any model                          {output name: U (B, ...)}       sum over the names of sum(output[b] * U[b])
     a head of your own                 c (a class index)               logits[b, c] (its declaration's default)
+    any model                          (output name, i, j, ...)        output[b, i, j, ...]: the output named,
+                                                                       e.g. ("seq_relationship_logits", 1),
+                                                                       ("start_logits", 5), ("token_logits", 3, 2)
     any model                          OutputMax(name), OutputSum(name), OutputSoftmax(name, c): a function
                                        of one output per example, as captum's forward functions
 
@@ -181,6 +184,8 @@ def resolve_target(model, target, B, T):
             _FORMS[k] for k in forms))
     if isinstance(target, dict):
         return _weights_target(model, target, B)
+    if _is_output_index(target, forms):
+        return _output_target(target, B)
     kind = _kind(forms, target)
     if kind == "model":
         return _weights_target(model, {forms["model"]: target}, B)
@@ -211,6 +216,31 @@ def resolve_target(model, target, B, T):
     index = [(_check_int("position", p, T, f"the inputs have {T} tokens"),
               _check_int("token id", v, V, f"the vocabulary has {V} tokens")) for p, v in targets]
     return Target(name, index=index, description=f"{name}[:, {_show(targets)}]")
+
+
+def _is_output_index(target, forms):
+    """True for (output name, index, ...) or a list of B of them with one name: the output named
+    (any model; "start" and "end" stay the span head's sides)."""
+    first = target[0] if isinstance(target, list) and target else target
+    return (isinstance(first, tuple) and len(first) >= 1 and isinstance(first[0], str)
+            and not ("span" in forms and first[0] in ("start", "end")))
+
+
+def _output_target(target, B):
+    """F = output[b][index]: (name, i, j, ...) for every example, or a list of B of them."""
+    targets = _per_example(target, B, lambda t: isinstance(t, tuple) and t and isinstance(t[0], str))
+    names = {t[0] for t in targets}
+    if len(names) != 1:
+        raise ValueError(f"target: a list of (output name, index...) names one output for every example, got {sorted(names)}")
+    name = names.pop()
+    index = []
+    for t in targets:
+        if not all(_is_int(i) for i in t[1:]):
+            raise TypeError(f"target {t!r}: after the output name come integer indices into output[b], e.g. "
+                            f"('logits', 1) or ('token_logits', position, label)")
+        index.append(tuple(_check_int("index", i, None, "") for i in t[1:]))
+    shown = _show([t[1:] for t in targets])
+    return Target(name, index=index, description=f"{name}[:, {shown}]", last_axis="every")
 
 
 def _is_int(t):
@@ -279,7 +309,13 @@ def check_output_shapes(target, out, B):
                 if len(index) != len(shape):
                     raise ValueError(f"target: {target.description} indexes {len(index)} axes of {name}, which has "
                                      f"shape (B, {', '.join(map(str, shape))})")
-                K = shape[-1]
+                if target.last_axis == "every":           # (output name, index...): every axis in range
+                    for axis, (i, n) in enumerate(zip(index, shape)):
+                        if not i < n:
+                            raise ValueError(f"target: {target.description}: index {i} is out of range for axis "
+                                             f"{axis + 1} of {name}, which has shape (B, {', '.join(map(str, shape))})")
+                    continue
+                K = shape[-1] if shape else 0
                 if target.last_axis is not None and not index[-1] < K:
                     what = f"{name} has {K} classes" if target.last_axis == "class" else f"{name} have {K} labels"
                     raise ValueError(f"target: {target.last_axis} {index[-1]} is out of range: {what} (0..{K - 1})")

@@ -21,11 +21,6 @@ class BertModel(BertPreTrainedModel):
 
     attribution_targets = {"model": "last_hidden_state"}    # U (B, T, H): F = sum(last_hidden_state * U)
 
-    def loss_terms(self, batch):
-        raise TypeError(f"{type(self).__name__} computes no loss (a base model, without a head), so it has no loss "
-                        "terms to count: train a model with a head (BertFor...), or a head of your own "
-                        "(docs/custom_heads.md)")
-
     def __init__(self, config, add_pooling_layer=True, seed=0, dtype=np.float32, **kwargs):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
         self.embeddings = BertEmbeddings(self.state, self.prefix + "embeddings.")

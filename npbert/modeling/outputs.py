@@ -10,7 +10,27 @@ import numpy as np
 
 
 class ModelOutput(dict):
+    """transformers' ModelOutput: the fields that are not None, by attribute, key, index and
+    `.get`, and `to_tuple()`.  An output of your own lists its fields as annotations, in order
+    (as transformers' `@dataclass` outputs, without the decorator):
+
+        class SentenceAndTokensOutput(npbert.ModelOutput):
+            loss: float = None
+            sentence_logits: np.ndarray = None          # (B, K)
+            token_logits: np.ndarray = None             # (B, T, J)
+            hidden_states: tuple = None
+            attentions: tuple = None
+    """
     _fields = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        own = [n for n in vars(cls).get("__annotations__", {}) if not n.startswith("_")]
+        if own:
+            cls._fields = tuple(f for f in cls._fields if f not in own) + tuple(own)
+            for name in own:                       # a class attribute would hide the field's value
+                if name in vars(cls):
+                    delattr(cls, name)
 
     def __init__(self, **kwargs):
         unknown = set(kwargs) - set(self._fields)

@@ -28,7 +28,7 @@ from .fast import FAST_TWINS
 from .fast_attention import share_qkv_memory
 from .loading import _SKIP_INIT, CheckpointMixin, _no_init  # noqa: F401 (_no_init: weights_tools, tests)
 from .loss import make_loss, remember_outputs
-from .loss_terms import HeadDeclaration
+from .loss_terms import HeadDeclaration, HeadLoss
 from .model_path import ModelPath
 from .module import ModelState, Module
 from .torch_api import TorchModuleAPI
@@ -87,6 +87,7 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
         self._is_root = _parent is None
         self._cache = None
         self._forward_id = 0                 # counts forward calls: a loss knows which one it came from
+        self.head_loss = None                # the last forward's HeadLoss (loss_terms.py), None without labels
         self.inputs_embeds_grad = None
 
     def _may_start_fresh(self, name):
@@ -266,6 +267,7 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
         if return_dict is None:
             return_dict = getattr(self.config, "return_dict", True)
         self._cache = None                  # free the last forward's activations before making new ones
+        self.head_loss = None
         self._forward_id += 1
         keep = is_grad_enabled()
         self._warn_if_other_path()
@@ -276,11 +278,7 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
             intermediates = call.intermediates
         self._cache = cache if keep else None
         self._forward_without_grad = not keep
-        # a head of several loss terms keeps each term's mean in its cache (loss_terms.py)
-        self._loss_means = (cache.get("loss_means") if isinstance(cache, dict) and output.get("loss") is not None
-                            else None)
-        if output.get("loss") is not None:                  # loss.backward() runs this model's backward
-            output["loss"] = make_loss(output["loss"], self, self._forward_id)
+        output = self._with_loss(output, kwargs, keep)
         if keep:                                             # a loss computed from them can be differentiated
             remember_outputs(self, self._forward_id, output)
         if output_intermediates:
@@ -288,6 +286,25 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
         if return_dict:
             return output
         return output.to_tuple() + ((intermediates,) if output_intermediates else ())
+
+    def _with_loss(self, output, batch, keep):
+        """The head's loss, stated once in loss_terms(batch) (npbert/modeling/loss_terms.py), computed
+        on this forward's outputs: kept as `self.head_loss`, its value as output.loss (first, as
+        transformers puts it), whose loss.backward() runs this model's backward."""
+        if output.get("loss") is not None:
+            raise TypeError(f"{type(self).__name__}.forward returned a loss itself; npbert computes a model's loss "
+                            f"from the terms its loss_terms(batch) declares, so that backward(), the Trainer and "
+                            f"data-parallel runs can differentiate it: declare them there and return the outputs "
+                            f"without loss= (docs/custom_heads.md)")
+        terms = self.loss_terms(batch)
+        if not terms:
+            return output
+        if "loss" not in type(output)._fields:
+            raise TypeError(f"{type(self).__name__}: its output class {type(output).__name__} has no field 'loss' "
+                            f"for the loss its loss_terms declare")
+        self.head_loss = HeadLoss(terms, output, keep=keep)
+        value = make_loss(self.head_loss.value, self, self._forward_id)
+        return type(output)(**{**output, "loss": value})
 
     def _forward_kwargs(self, args, kwargs):
         """Positional arguments bound to forward's parameter names; the output flags left
@@ -346,14 +363,22 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
         every term it is `backward(loss=a)`.
         """
         if cache is not None:                      # called as a module, from the backward of its owner
-            if retain_graph or return_intermediate_grads or loss_scales is not None:
+            if retain_graph or return_intermediate_grads or loss_scales is not None or "loss" in upstream:
                 raise TypeError(f"{type(self).__name__}.backward(cache, ...) as a module takes the upstream "
                                 "gradients by output name only")
             return self._backward(cache, **upstream)
         if loss_scales is not None:
             if upstream.get("loss") is not None:
                 raise TypeError("backward(): give loss= (one scale) or loss_scales= (one per term), not both")
-            upstream["loss"] = self._term_scales(loss_scales)
+            upstream["loss"] = dict(loss_scales)
+        if all(v is None for v in upstream.values()):
+            if self.head_loss is None and self._cache is not None:
+                raise RuntimeError(
+                    f"{type(self).__name__}.backward() without an upstream gradient differentiates the loss, but the "
+                    f"last forward call computed no loss ({self._label_hint()}). Pass the labels to the forward, or "
+                    f"pass the upstream gradient of an output by name, e.g. backward({self._upstream_names()[0]}=...) "
+                    f"(it takes {', '.join(self._upstream_names())})")
+            upstream["loss"] = 1.0
         grads, intermediate_grads = self._run_backward(retain_graph, upstream, return_intermediate_grads)
         # transformers' named_parameters() order, every trainable parameter present (zeros if
         # unused); frozen parameters (model.freeze) are left out.
@@ -361,6 +386,17 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
         grads = {name: grads[name] if name in grads else np.zeros(p.shape, dtype=p.dtype)
                  for name, p in self.state.params.items() if name not in frozen}
         return (grads, intermediate_grads) if return_intermediate_grads else grads
+
+    def _label_hint(self):
+        """Which forward arguments are labels, for messages: the names with "label" or "_positions"."""
+        names = [n for n in inspect.signature(self.forward).parameters if "label" in n or n.endswith("_positions")]
+        return (f"it needs {'both ' if len(names) == 2 else ''}{' and '.join(n + '=' for n in names)}" if names
+                else "it declares its loss in loss_terms(batch), docs/custom_heads.md")
+
+    def _upstream_names(self):
+        """The outputs whose upstream gradient the head's _backward takes by name, and loss=."""
+        params = inspect.signature(self._backward).parameters
+        return [n for n, p in params.items() if n != "cache" and p.kind != p.VAR_KEYWORD] + ["loss"]
 
     def _run_backward(self, retain_graph, upstream, return_intermediate_grads=False):
         """(the gradients of the last forward that the backward computed, {name: array};
@@ -374,12 +410,23 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
                                "the forward's activations")
         # Bad upstream gradients are rejected before any layer's cache is released, so a
         # backward that raises leaves the forward usable.
+        upstream = {k: v for k, v in upstream.items() if v is not None}
+        dloss = upstream.pop("loss", None)
         params = inspect.signature(self._backward).parameters
         accepted = [n for n, p in params.items() if n != "cache" and p.kind != p.VAR_KEYWORD]
         unknown = [n for n in upstream if n not in accepted]
         if unknown and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
             raise TypeError(f"{type(self).__name__}.backward() got unexpected keyword(s) {unknown}: it takes the "
-                            f"upstream gradient of an output by name, one of {accepted} (and retain_graph)")
+                            f"upstream gradient of an output by name, one of {accepted + ['loss']} (and retain_graph)")
+        if dloss is not None:                      # the loss's upstream -> its outputs' (loss_terms.py)
+            if self.head_loss is None:
+                raise ValueError(f"{type(self).__name__}.backward(): a gradient for loss was given, but the last "
+                                 f"forward computed no loss ({self._label_hint()})")
+            for name, d in self.head_loss.backward(dloss).items():
+                if name not in accepted and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+                    raise TypeError(f"{type(self).__name__}: its loss term differentiates {name!r}, which its "
+                                    f"_backward does not take (it takes {accepted})")
+                upstream[name] = d if upstream.get(name) is None else np.asarray(upstream[name]) + d
         call = self.state.call
         with call.setting(release_caches=not retain_graph, keep_intermediate_grads=bool(return_intermediate_grads),
                           intermediate_grads=None):
@@ -387,5 +434,7 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
             intermediate_grads = call.intermediate_grads
         if not retain_graph:
             self._cache = None
+            if self.head_loss is not None:
+                self.head_loss.release()
         self.inputs_embeds_grad = dembeds
         return grads, intermediate_grads

@@ -14,7 +14,14 @@ loss itself).
 When every label is `ignore_index`, the mean has nothing to average: torch returns NaN
 (0 / 0) and a gradient of zeros; so do we.  Derivations: docs/heads.md.
 """
+from collections import namedtuple
+
 import numpy as np
+
+# What each forward keeps for its backward; `count` is N, the number of items its mean is over.
+CrossEntropyCache = namedtuple("CrossEntropyCache", ["probs", "y_safe", "counted", "count", "shape"])
+MSECache = namedtuple("MSECache", ["diff", "count"])
+BCECache = namedtuple("BCECache", ["sig", "y", "count"])
 
 
 def _check_float(name, x):
@@ -25,6 +32,11 @@ def _check_float(name, x):
 
 
 # ---- cross-entropy with an ignore index --------------------------------------------------
+def cross_entropy_count(labels, ignore_index=-100):
+    """N: the number of labels the mean is over (those not equal to ignore_index)."""
+    return int(np.count_nonzero(np.asarray(labels) != ignore_index))
+
+
 def cross_entropy_forward(logits, labels, ignore_index=-100):
     """torch.nn.functional.cross_entropy(logits, labels, ignore_index=ignore_index), mean.
 
@@ -59,12 +71,12 @@ def cross_entropy_forward(logits, labels, ignore_index=-100):
     logp = shifted - np.log(sumexp)                             # (M, C) = log softmax(x)
     y_safe = np.where(counted, y, 0)                            # (M,) any valid index where ignored
     nll = -logp[np.arange(len(y)), y_safe]                      # (M,) -log p[label]
-    n = int(counted.sum())                                      # N, the rows that count
+    n = int(np.count_nonzero(counted))                          # N, the rows that count: cross_entropy_count
     total = nll[counted].sum(dtype=logits.dtype)
     # torch's mean over zero rows is 0/0 = NaN; say it explicitly rather than warn
     loss = total / logits.dtype.type(n) if n else logits.dtype.type(np.nan)
     probs = expd / sumexp                                       # (M, C) = softmax(x)
-    return np.asarray(loss, dtype=logits.dtype)[()], (probs, y_safe, counted, n, logits.shape)
+    return np.asarray(loss, dtype=logits.dtype)[()], CrossEntropyCache(probs, y_safe, counted, n, logits.shape)
 
 
 def cross_entropy_backward(dloss, cache):
@@ -83,6 +95,11 @@ def cross_entropy_backward(dloss, cache):
 
 
 # ---- mean squared error ------------------------------------------------------------------
+def elementwise_count(target):
+    """N for mse and bce_with_logits: every element of the target counts."""
+    return int(np.size(target))
+
+
 def mse_forward(input, target):
     """torch.nn.functional.mse_loss(input, target), mean over all elements.
 
@@ -97,7 +114,7 @@ def mse_forward(input, target):
     diff = input - target.astype(input.dtype)                  # (...)
     n = diff.size
     loss = (diff * diff).sum() / input.dtype.type(n) if n else input.dtype.type(np.nan)
-    return np.asarray(loss, dtype=input.dtype)[()], (diff, n)
+    return np.asarray(loss, dtype=input.dtype)[()], MSECache(diff, n)
 
 
 def mse_backward(dloss, cache):
@@ -133,7 +150,7 @@ def bce_with_logits_forward(logits, targets):
     # sigmoid without overflow: exp of -|x| only
     e = np.exp(-np.abs(x))
     sig = np.where(x >= 0, 1 / (1 + e), e / (1 + e))                  # (...) = sigmoid(x)
-    return np.asarray(loss, dtype=x.dtype)[()], (sig.astype(x.dtype, copy=False), y, n)
+    return np.asarray(loss, dtype=x.dtype)[()], BCECache(sig.astype(x.dtype, copy=False), y, n)
 
 
 def bce_with_logits_backward(dloss, cache):

@@ -1,5 +1,4 @@
-"""What npbert's task heads share: the tied decoder weight's gradient, label checks, the upstream
-gradient of the loss, and `_BertHeadModel` (the `bert` forward call and its backward, with the
+"""What npbert's task heads share: the tied decoder weight's gradient, label checks, and `_BertHeadModel` (the `bert` forward call and its backward, with the
 fast path's [CLS]-row shortcut).  A head of your own subclasses BertPreTrainedModel instead
 (docs/custom_heads.md): nothing here is needed for it.
 
@@ -44,29 +43,6 @@ def _class_labels(name, labels, shape):
     return a.reshape(shape).astype(np.int64, copy=False)
 
 
-def _loss_upstream(model, cache, loss, others):
-    """The upstream gradient of the loss: 1 when backward() is given nothing, `loss` when given,
-    0 when only other outputs' gradients are given.  A dict {term: scale} (model.backward's
-    loss_scales, for a head of several terms) is passed on as it is (loss_terms.term_scale)."""
-    if isinstance(loss, dict):
-        return loss
-    if loss is None and all(v is None for v in others):
-        if cache["loss"] is None:
-            raise RuntimeError(
-                f"{type(model).__name__}.backward() without arguments differentiates the loss, but the last "
-                f"forward call computed no loss ({model._loss_needs}). Pass the labels to the forward, or "
-                f"pass upstream gradients by output name, e.g. backward({model._main_output}=...)")
-        return 1.0
-    if loss is None:
-        return None
-    if cache["loss"] is None:
-        raise ValueError("a gradient for loss was given, but the last forward call computed no loss")
-    d = np.asarray(loss)
-    if d.shape != () or not np.issubdtype(d.dtype, np.floating) and not np.issubdtype(d.dtype, np.integer):
-        raise ValueError(f"the gradient for loss must be a scalar, got shape {d.shape} dtype {d.dtype}")
-    return float(d)
-
-
 def _grad_or_zeros(name, value, shape, dtype):
     d = _upstream(name, value, shape, dtype)
     return np.zeros(shape, dtype=dtype) if d is None else d.copy()
@@ -75,9 +51,8 @@ def _grad_or_zeros(name, value, shape, dtype):
 class _BertHeadModel(BertPreTrainedModel):
     """What the heads share: the `bert` forward call and its backward."""
 
-    _loss_needs = "pass labels="
-    _main_output = "logits"
     _reads_pooled_only = False        # True: the head reads only bert's pooled [CLS] output
+    regroup_refusal = None            # its loss reads the real tokens only (a head whose does not says why)
 
     def _bert_forward(self, input_ids, attention_mask, token_type_ids, position_ids, head_mask,
                       inputs_embeds, output_hidden_states, output_attentions):

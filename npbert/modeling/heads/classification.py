@@ -6,11 +6,11 @@ BertForMultipleChoice, each dropout + `classifier` on BERT's output, with its lo
 import numpy as np
 
 from ..bert import BertModel
-from ..loss_terms import LossTerm, batch_labels, counted
+from ..loss_terms import LossTerm, batch_length, batch_rows, bce_with_logits, cross_entropy, mse
 from ..nn import Dropout, Linear
 from ..outputs import MultipleChoiceModelOutput, SequenceClassifierOutput, TokenClassifierOutput
 from ..pretrained import BertPreTrainedModel
-from .base import _BertHeadModel, _class_labels, _grad_or_zeros, _loss_upstream
+from .base import _BertHeadModel, _class_labels, _grad_or_zeros
 
 
 def _classifier_dropout(config):
@@ -55,80 +55,51 @@ class BertForSequenceClassification(_BertHeadModel):
         return self.config.problem_type
 
     def loss_terms(self, batch):
-        """Single label: a mean over the examples whose label is not -100; regression (MSE) and
-        multi-label (BCE): a mean over every label value."""
-        labels = batch_labels(self, batch, "labels")
-        kind = self._inferred_problem_type(labels)
-        if kind == "single_label_classification":
-            return [LossTerm("classification", 1.0, counted(labels))]
-        return [LossTerm("regression" if kind == "regression" else "multi_label", 1.0, int(labels.size))]
-
-    def regroup_kind(self, labels):
-        problem = self._inferred_problem_type(labels)
-        return {"single_label_classification": "class", "regression": "example",
-                "multi_label_classification": "example"}.get(problem, f"problem_type {problem!r}")
+        """transformers' loss by problem type: single label, a cross-entropy over the examples whose
+        label is not -100; regression, an MSE over every label value (`logits.squeeze()` against
+        `labels.squeeze()` for one label); multi-label, a BCE-with-logits over every label value."""
+        labels = batch.get("labels")
+        if labels is None:
+            return []
+        labels = np.asarray(labels)
+        problem_type = self._inferred_problem_type(labels)
+        B, K = batch_rows(batch), self.num_labels
+        if problem_type == "regression":
+            if labels.dtype == bool or not np.issubdtype(labels.dtype, np.number):
+                raise TypeError(f"regression labels must be numbers, got dtype {labels.dtype}")
+            if K == 1:   # transformers: MSELoss(logits.squeeze(), labels.squeeze())
+                if labels.squeeze().shape != (B,) and not (B == 1 and labels.size == 1):
+                    raise ValueError(f"regression labels have shape {labels.shape}, expected ({B},) for num_labels=1")
+                labels = labels.reshape(B)
+            elif labels.shape != (B, K):
+                raise ValueError(f"regression labels have shape {labels.shape}, expected ({B}, {K})")
+            return [LossTerm("regression", "logits", mse, labels)]
+        if problem_type == "single_label_classification":
+            if labels.dtype == bool or not np.issubdtype(labels.dtype, np.integer):
+                raise TypeError(f"single-label classification needs integer class labels, got dtype {labels.dtype}")
+            return [LossTerm("classification", "logits", cross_entropy, _class_labels("labels", labels, (B,)))]
+        if not np.issubdtype(labels.dtype, np.floating):
+            raise TypeError(f"multi-label classification needs float labels (B, num_labels) of 0.0/1.0, got dtype "
+                            f"{labels.dtype}; for single-label classification pass int64 class indices")
+        if labels.shape != (B, K):
+            raise ValueError(f"multi-label classification labels have shape {labels.shape}, expected ({B}, {K})")
+        return [LossTerm("multi_label", "logits", bce_with_logits, labels)]
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, output_hidden_states=False, output_attentions=False, labels=None):
-        ops = self.ops
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
         pooled_output, drop_cache = self.dropout.forward(outputs.pooler_output)                  # (B, H)
         logits, clf_cache = self.classifier.forward(pooled_output)                               # (B, K)
-        loss, loss_cache = None, None
         if labels is not None:
-            labels = np.asarray(labels)
-            problem_type = self._problem_type(labels)
-            B, K = logits.shape
-            if problem_type == "regression":
-                if labels.dtype == bool or not np.issubdtype(labels.dtype, np.number):
-                    raise TypeError(f"regression labels must be numbers, got dtype {labels.dtype}")
-                if K == 1:   # transformers: MSELoss(logits.squeeze(), labels.squeeze())
-                    if labels.squeeze().shape != logits.squeeze().shape:
-                        raise ValueError(f"regression labels have shape {labels.shape}, expected ({B},) for "
-                                         f"num_labels=1")
-                    loss, mse_cache = ops.mse_forward(logits.squeeze(), labels.squeeze())
-                else:
-                    if labels.shape != (B, K):
-                        raise ValueError(f"regression labels have shape {labels.shape}, expected ({B}, {K})")
-                    loss, mse_cache = ops.mse_forward(logits, labels)
-                loss_cache = ("mse", mse_cache)
-            elif problem_type == "single_label_classification":
-                if labels.dtype == bool or not np.issubdtype(labels.dtype, np.integer):
-                    raise TypeError(f"single-label classification needs integer class labels, got dtype "
-                                    f"{labels.dtype}")
-                labels = _class_labels("labels", labels, (B,))
-                loss, ce_cache = ops.cross_entropy_forward(logits, labels)
-                loss_cache = ("ce", ce_cache)
-            else:  # multi_label_classification
-                if not np.issubdtype(labels.dtype, np.floating):
-                    raise TypeError(f"multi-label classification needs float labels (B, num_labels) of 0.0/1.0, "
-                                    f"got dtype {labels.dtype}; for single-label classification pass int64 "
-                                    f"class indices")
-                if labels.shape != (B, K):
-                    raise ValueError(f"multi-label classification labels have shape {labels.shape}, expected "
-                                     f"({B}, {K})")
-                loss, bce_cache = ops.bce_with_logits_forward(logits, labels)
-                loss_cache = ("bce", bce_cache)
-        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+            self._problem_type(np.asarray(labels))       # inferred once and kept in the config, as transformers
+        # the loss: loss_terms above, computed on these outputs by the model's call
+        output = SequenceClassifierOutput(logits=logits, hidden_states=outputs.hidden_states,
                                           attentions=outputs.attentions)
-        return output, {"bert": bert_cache, "dropout": drop_cache, "classifier": clf_cache, "loss": loss_cache,
-                        "shape": logits.shape}
+        return output, {"bert": bert_cache, "dropout": drop_cache, "classifier": clf_cache, "shape": logits.shape}
 
-    def _loss_backward(self, dloss, loss_cache, shape):
-        ops = self.ops
-        kind, c = loss_cache
-        if kind == "mse":
-            return ops.mse_backward(dloss, c).reshape(shape)          # undo the squeeze: (B,) -> (B, 1)
-        if kind == "ce":
-            return ops.cross_entropy_backward(dloss, c)
-        return ops.bce_with_logits_backward(dloss, c)
-
-    def _backward(self, cache, loss=None, logits=None, hidden_states=None, attentions=None):
-        dloss = _loss_upstream(self, cache, loss, (logits, hidden_states, attentions))
+    def _backward(self, cache, logits=None, hidden_states=None, attentions=None):
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, K)
-        if dloss is not None:
-            dlogits += self._loss_backward(dloss, cache["loss"], cache["shape"])
         dpooled, g = self.classifier.backward(dlogits, cache["classifier"])                # (B, H)
         dpooled, _ = self.dropout.backward(dpooled, cache["dropout"])
         return self._bert_backward(cache["bert"], g, hidden_states, attentions,
@@ -143,10 +114,11 @@ class BertForTokenClassification(_BertHeadModel):
     attribution_targets = {"token_class": "logits"}
 
     def loss_terms(self, batch):
-        return [LossTerm("classification", 1.0, counted(batch_labels(self, batch, "labels")))]
-
-    def regroup_kind(self, labels):
-        return "token"
+        """A cross-entropy over the tokens whose label is not -100."""
+        if batch.get("labels") is None:
+            return []
+        shape = (batch_rows(batch), batch_length(batch))
+        return [LossTerm("classification", "logits", cross_entropy, _class_labels("labels", batch["labels"], shape))]
 
     def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
@@ -159,26 +131,17 @@ class BertForTokenClassification(_BertHeadModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, output_hidden_states=False, output_attentions=False, labels=None):
         """labels: (B, T) in [0, K), -100 where a token has no label (padding, sub-words)."""
-        ops = self.ops
         outputs, bert_cache = self._bert_forward(input_ids, attention_mask, token_type_ids, position_ids,
                                                  head_mask, inputs_embeds, output_hidden_states, output_attentions)
         sequence_output, drop_cache = self.dropout.forward(outputs.last_hidden_state)                # (B, T, H)
         logits, clf_cache = self.classifier.forward(sequence_output)                             # (B, T, K)
-        loss, loss_cache = None, None
-        if labels is not None:
-            labels = _class_labels("labels", labels, logits.shape[:2])                             # (B, T)
-            loss, loss_cache = ops.cross_entropy_forward(logits, labels)
-        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+        # the loss: loss_terms above, computed on these outputs by the model's call
+        output = TokenClassifierOutput(logits=logits, hidden_states=outputs.hidden_states,
                                        attentions=outputs.attentions)
-        return output, {"bert": bert_cache, "dropout": drop_cache, "classifier": clf_cache, "loss": loss_cache,
-                        "shape": logits.shape}
+        return output, {"bert": bert_cache, "dropout": drop_cache, "classifier": clf_cache, "shape": logits.shape}
 
-    def _backward(self, cache, loss=None, logits=None, hidden_states=None, attentions=None):
-        ops = self.ops
-        dloss = _loss_upstream(self, cache, loss, (logits, hidden_states, attentions))
+    def _backward(self, cache, logits=None, hidden_states=None, attentions=None):
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, T, K)
-        if dloss is not None:
-            dlogits += ops.cross_entropy_backward(dloss, cache["loss"])
         dsequence, g = self.classifier.backward(dlogits, cache["classifier"])              # (B, T, H)
         dsequence, _ = self.dropout.backward(dsequence, cache["dropout"])
         return self._bert_backward(cache["bert"], g, hidden_states, attentions,
@@ -198,12 +161,15 @@ class BertForMultipleChoice(_BertHeadModel):
     attribution_refusal = ("npbert.interpret does not handle BertForMultipleChoice (inputs (B, C, T)): explain one "
                            "choice at a time with the BertModel inside it, model.bert")
 
-    def loss_terms(self, batch):
-        return [LossTerm("classification", 1.0, counted(batch_labels(self, batch, "labels")))]
+    regroup_refusal = ("its loss is not a mean of per-example terms that cutting the padding "
+                       "leaves unchanged")
 
-    def regroup_kind(self, labels):
-        return ("BertForMultipleChoice: its loss is not a mean of per-example terms that cutting the padding "
-                "leaves unchanged")
+    def loss_terms(self, batch):
+        """A cross-entropy over the choices, a mean over the examples whose label is not -100."""
+        if batch.get("labels") is None:
+            return []
+        return [LossTerm("classification", "logits", cross_entropy,
+                         _class_labels("labels", batch["labels"], (batch_rows(batch),)))]
 
     _reads_pooled_only = True
 
@@ -229,7 +195,6 @@ class BertForMultipleChoice(_BertHeadModel):
                 inputs_embeds=None, output_hidden_states=False, output_attentions=False, labels=None):
         """input_ids, attention_mask, token_type_ids, position_ids: (B, C, T); inputs_embeds (B, C, T, H);
         labels (B,) the index of the right choice."""
-        ops = self.ops
         input_ids, ids_shape = self._flatten("input_ids", input_ids, 3)
         inputs_embeds, embeds_shape = self._flatten("inputs_embeds", inputs_embeds, 4)
         B, C = (ids_shape or embeds_shape or (0, 0))[:2]
@@ -251,21 +216,14 @@ class BertForMultipleChoice(_BertHeadModel):
             pooled_output, drop_cache = self.dropout.forward(outputs.pooler_output)            # (B*C, H)
         logits, clf_cache = self.classifier.forward(pooled_output)                               # (B*C, 1)
         reshaped_logits = logits.reshape(B, C)                                                      # (B, C)
-        loss, loss_cache = None, None
-        if labels is not None:
-            labels = _class_labels("labels", labels, (B,))
-            loss, loss_cache = ops.cross_entropy_forward(reshaped_logits, labels)
-        output = MultipleChoiceModelOutput(loss=loss, logits=reshaped_logits, hidden_states=outputs.hidden_states,
+        # the loss: loss_terms above, computed on these outputs by the model's call
+        output = MultipleChoiceModelOutput(logits=reshaped_logits, hidden_states=outputs.hidden_states,
                                            attentions=outputs.attentions)
-        return output, {"bert": bert_cache, "dropout": drop_cache, "classifier": clf_cache, "loss": loss_cache,
+        return output, {"bert": bert_cache, "dropout": drop_cache, "classifier": clf_cache,
                         "shape": (B, C), "embeds_shape": embeds_shape}
 
-    def _backward(self, cache, loss=None, logits=None, hidden_states=None, attentions=None):
-        ops = self.ops
-        dloss = _loss_upstream(self, cache, loss, (logits, hidden_states, attentions))
+    def _backward(self, cache, logits=None, hidden_states=None, attentions=None):
         dlogits = _grad_or_zeros("logits", logits, cache["shape"], self.state.dtype)              # (B, C)
-        if dloss is not None:
-            dlogits += ops.cross_entropy_backward(dloss, cache["loss"])
         dpooled, g = self.classifier.backward(dlogits.reshape(-1, 1), cache["classifier"])  # (B*C, H)
         dpooled, _ = self.dropout.backward(dpooled, cache["dropout"])
         grads, dinputs_embeds = self._bert_backward(cache["bert"], g, hidden_states,

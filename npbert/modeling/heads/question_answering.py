@@ -5,11 +5,11 @@
 import numpy as np
 
 from ..bert import BertModel
-from ..loss_terms import LossTerm, batch_labels, term_scale
+from ..loss_terms import LossTerm, batch_length, batch_rows, cross_entropy, has_labels
 from ..nn import Linear
 from ..outputs import QuestionAnsweringModelOutput
 from ..pretrained import BertPreTrainedModel
-from .base import _BertHeadModel, _grad_or_zeros, _loss_upstream
+from .base import _BertHeadModel, _grad_or_zeros
 
 
 class BertForQuestionAnswering(_BertHeadModel):
@@ -19,21 +19,21 @@ class BertForQuestionAnswering(_BertHeadModel):
     when both start_positions and end_positions are given."""
 
     _fresh_prefixes = BertPreTrainedModel._fresh_prefixes + ("qa_outputs.",)
-    _loss_needs = "it needs both start_positions= and end_positions="
-    _main_output = "start_logits"
     attribution_targets = {"span": None}      # ("start" | "end", position): start_logits or end_logits
+    regroup_refusal = "its softmax covers the padded positions, so the padding is part of the loss"
 
     def loss_terms(self, batch):
-        """start and end, weight 1/2 each: means over the examples whose position is inside the
-        window (positions are clamped to [0, T], and T is ignored)."""
-        T = np.shape(batch.get("input_ids") if batch.get("input_ids") is not None else batch["inputs_embeds"])[1]
-        return [LossTerm(side, 0.5, int(np.count_nonzero(
-                    np.clip(batch_labels(self, batch, f"{side}_positions").reshape(-1).astype(np.int64), 0, T) != T)))
+        """transformers' `total_loss = (start_loss + end_loss) / 2`, computed when both positions are
+        given: start and end, weight 1/2 each, a cross-entropy over the T positions, each a mean over
+        the examples whose position is inside the window (positions are clamped to [0, T], and T,
+        "outside this window", is the ignore index)."""
+        if not has_labels(batch, "start_positions", "end_positions"):
+            return []
+        B, T = batch_rows(batch), batch_length(batch)
+        return [LossTerm(side, f"{side}_logits", cross_entropy, self._positions(f"{side}_positions",
+                                                                                 batch[f"{side}_positions"], B, T),
+                         weight=0.5, ignore_index=T)
                 for side in ("start", "end")]
-
-    def regroup_kind(self, labels):
-        return ("BertForQuestionAnswering: its softmax covers the padded positions, so the padding is part of "
-                "the loss")
 
     def __init__(self, config, seed=0, dtype=np.float32, **kwargs):
         super().__init__(config, seed=seed, dtype=dtype, **kwargs)
@@ -58,7 +58,6 @@ class BertForQuestionAnswering(_BertHeadModel):
                 inputs_embeds=None, output_hidden_states=False, output_attentions=False, start_positions=None,
                 end_positions=None):
         """start_positions, end_positions: (B,) token indices of the answer span."""
-        ops = self.ops
         if self.num_labels != 2:
             raise ValueError(f"BertForQuestionAnswering splits qa_outputs into start and end logits and needs "
                              f"config.num_labels == 2, got {self.num_labels}")
@@ -67,33 +66,15 @@ class BertForQuestionAnswering(_BertHeadModel):
         logits, qa_cache = self.qa_outputs.forward(outputs.last_hidden_state)                                # (B, T, 2)
         start_logits = np.ascontiguousarray(logits[..., 0])                                         # (B, T)
         end_logits = np.ascontiguousarray(logits[..., 1])                                           # (B, T)
-        total_loss, loss_cache, loss_means = None, None, None
-        if start_positions is not None and end_positions is not None:
-            B, T = start_logits.shape
-            ignored_index = T       # positions outside the window are clamped to T and ignored
-            start_positions = self._positions("start_positions", start_positions, B, T)
-            end_positions = self._positions("end_positions", end_positions, B, T)
-            start_loss, start_cache = ops.cross_entropy_forward(start_logits, start_positions, ignore_index=ignored_index)
-            end_loss, end_cache = ops.cross_entropy_forward(end_logits, end_positions, ignore_index=ignored_index)
-            total_loss = (start_loss + end_loss) / start_logits.dtype.type(2)
-            loss_cache = (start_cache, end_cache)
-            loss_means = {"start": start_loss, "end": end_loss}
-        output = QuestionAnsweringModelOutput(loss=total_loss, start_logits=start_logits, end_logits=end_logits,
+        # the loss: loss_terms above, computed on these outputs by the model's call
+        output = QuestionAnsweringModelOutput(start_logits=start_logits, end_logits=end_logits,
                                               hidden_states=outputs.hidden_states, attentions=outputs.attentions)
-        return output, {"bert": bert_cache, "qa": qa_cache, "loss": loss_cache, "loss_means": loss_means,
-                        "shape": start_logits.shape}
+        return output, {"bert": bert_cache, "qa": qa_cache, "shape": start_logits.shape}
 
-    def _backward(self, cache, loss=None, start_logits=None, end_logits=None, hidden_states=None, attentions=None):
-        ops = self.ops
+    def _backward(self, cache, start_logits=None, end_logits=None, hidden_states=None, attentions=None):
         dtype = self.state.dtype
-        dloss = _loss_upstream(self, cache, loss, (start_logits, end_logits, hidden_states, attentions))
         dstart = _grad_or_zeros("start_logits", start_logits, cache["shape"], dtype)                # (B, T)
         dend = _grad_or_zeros("end_logits", end_logits, cache["shape"], dtype)                      # (B, T)
-        if dloss is not None:
-            start_cache, end_cache = cache["loss"]
-            # total_loss = (start_loss + end_loss) / 2 (each term's scale its own with loss_scales)
-            dstart += ops.cross_entropy_backward(term_scale(dloss, "start") / 2, start_cache)
-            dend += ops.cross_entropy_backward(term_scale(dloss, "end") / 2, end_cache)
         dlogits = np.stack([dstart, dend], axis=-1)                                                 # (B, T, 2)
         dsequence, g = self.qa_outputs.backward(dlogits, cache["qa"])                      # (B, T, H)
         return self._bert_backward(cache["bert"], g, hidden_states, attentions,
