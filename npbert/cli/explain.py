@@ -92,6 +92,35 @@ def explain_command(args):
     return explain(args)
 
 
+def html_page(path, model, text=DEFAULT_TEXT, text_pair=None, labels=None, tokenizer_dir=None, seed=0, out=None):
+    """`npbert explain --html PATH` for a model object, a head of your own included
+    (docs/custom_heads.md): its BERT walked stage by stage, its outputs (those named *logits) as
+    the head's stages, and with `labels` ({label argument: array for one example}, as the forward
+    takes them) the backward of its loss, term by term, checked.  The page computes in float64:
+    the model is copied to float64 when it is not.  tokenizer_dir: a folder with vocab.txt or
+    tokenizer.json for `text`; default the built-in vocabulary of the random model (which needs a
+    vocab_size of at least 40).  Returns 0 when every check passes, else 1."""
+    import argparse
+    if not isinstance(model, npbert.BertPreTrainedModel) or isinstance(model, npbert.BertModel):
+        raise TypeError(f"html_page: model must be a model with a head (a BertPreTrainedModel with a `bert` inside), "
+                        f"got {type(model).__name__}")
+    if model.dtype != np.float64:
+        copy = type(model)(model.config, dtype=np.float64)
+        copy.load_state_dict(model.state_dict())
+        model = copy
+    model.eval()
+    bert = getattr(model, model.base_model_prefix)
+    has_pooler = bert.pooler is not None
+
+    def load_bert(args, dtype, add_pooling_layer=True):
+        own = npbert.BertModel(model.config, dtype=dtype, add_pooling_layer=has_pooler).eval()
+        own.load_state_dict(bert.state_dict())
+        return own, tokenizer_dir, f"the BERT inside a {type(model).__name__} (a model object)"
+    args = argparse.Namespace(html=path, model=None, random=True, text=text, text_pair=text_pair, dtype="float64",
+                              seed=seed, label=None, next_sentence_label=None)
+    return write_html(args, load_bert, tokenize, out=out, head=model, labels=labels)
+
+
 # ---- model and tokenizer ---------------------------------------------------------------------
 
 def _minilm_path():

@@ -21,6 +21,7 @@ import numpy as np
 
 import npbert
 from npbert.cli.common import CliError, load_tokenizer
+from npbert.cli.explain_walk import BACKWARD_TOL, check
 from npbert.modeling.loss_terms import HeadLoss
 
 # the label arguments of transformers' heads, in the order of their forward's signature
@@ -251,6 +252,41 @@ def loss_gradient_error(terms, output, dout, entries=3, step=1e-5):
             g = float(d.reshape(-1)[i])
             worst = max(worst, abs(g - fd) / (1 + abs(g)))
     return worst
+
+
+def head_loss_backward(head, batch, hout, shape, label_flag, head_check, loss_checks, checks):
+    """The backward of the head's loss for the page, from the last forward (given `batch`'s labels):
+    (terms, means, d loss / d outputs, the head's gradients of its loss, the same through its
+    outputs, what it hands to BERT as d pooler_output and d last_hidden_state, the loss).
+    Adds the checks: d loss / d outputs against central differences, the head's backward of them
+    against its backward(), and the loss against its terms."""
+    hname = type(head).__name__
+    terms = head.head_loss.terms                                      # the loss of the forward with labels
+    if any(t.count == 0 for t in terms):
+        raise CliError(f"--label {label_flag}: no label counts in the loss term "
+                       f"{next(t.name for t in terms if t.count == 0)!r}: give at least one", status=2)
+    dout = loss_gradients(head)                                      # {output: d loss / d output}
+    loss_checks.append(check(
+        "d loss / d outputs", loss_gradient_error(head.loss_terms(batch), hout, dout), 0.0, BACKWARD_TOL, checks,
+        f"d loss / d {', '.join(dout)} from {hname}'s loss terms = central differences of the loss recomputed "
+        f"from the same terms (float64, a few entries each)"))
+    with bert_upstream(head) as seen:
+        hgrads = head.backward(retain_graph=True)                     # d loss, the head's own backward
+    u, w = seen.get("pooler_output"), seen.get("last_hidden_state")
+    w = np.zeros(shape) if w is None else w
+    hgrads_out = head.backward(**dout)
+    loss = float(hout.loss)
+    names = list(hgrads)
+    head_check["backward"] = check(
+        f"{hname}.backward(**d loss / d outputs)", np.concatenate([hgrads_out[n].ravel() for n in names]),
+        np.concatenate([hgrads[n].ravel() for n in names]), BACKWARD_TOL, checks,
+        f"d loss / d {', '.join(dout)} from the loss terms, through {hname}.backward(...), gives every parameter's "
+        f"gradient of {hname}.backward() of its loss")
+    means = {t.name: float(t.mean) for t in terms}
+    loss_checks.append(check(
+        "loss_terms", sum(t.weight * means[t.name] for t in terms), loss, BACKWARD_TOL, checks,
+        f"sum of weight * mean over {hname}.loss_terms = {hname}'s loss"))
+    return terms, means, dout, hgrads, hgrads_out, u, w, loss
 
 
 def tied_names(head):

@@ -31,12 +31,11 @@ import numpy as np
 import npbert
 from npbert import reference
 from npbert.cli.common import CliError, UsageError, load_checkpoint
-from npbert.cli.explain_heads import (bert_upstream, head_class, head_inputs, head_outputs, loss_gradient_error,
-                                      loss_gradients, output_dims,
+from npbert.cli.explain_heads import (head_class, head_inputs, head_loss_backward, head_outputs, output_dims,
                                       output_source, parse_labels, tied_names)
 from npbert.cli.explain_page import render_page
 from npbert.cli.explain_stages import SECTIONS, run_backward, run_forward, source_line
-from npbert.cli.explain_walk import Checks, gradient_check
+from npbert.cli.explain_walk import BACKWARD_TOL, Checks, check, gradient_check
 from npbert.io._atomic import atomic_write
 
 SCHEMA = "npbert-explain/2"
@@ -44,10 +43,6 @@ DIMS = {"B": "batch", "T": "tokens (keys)", "F": "tokens (queries; F = T here)",
         "N": "attention heads", "D": "head size H / N", "I": "intermediate size", "L": "layers",
         "V": "vocab size", "P": "max positions", "Y": "token types"}
 HEAD_DIMS = {"K": "the head's classes (num_labels; 2 for next sentence prediction)", "C": "choices"}
-# float64 backward walk against the model's backward: the same ops in float64, summed in another
-# order in places (the fast path), so round-off of ~1e-15 relative; 1e-9 leaves a wide margin while
-# a wrong stage (a missing residual, a transposed head) is off by O(1).
-BACKWARD_TOL = 1e-9
 
 
 def tensor(x):
@@ -64,15 +59,6 @@ def decode(t):
 def summary(x):
     x = np.asarray(x, dtype=np.float64)
     return {"mean": float(x.mean()), "std": float(x.std()), "min": float(x.min()), "max": float(x.max())}
-
-
-def check(name, mine, ref, tol, checks, what=None):
-    """mine against ref: max|diff| <= tol (1 + max|ref|), as the text explain's checks.  `what`: the
-    sentence the page shows (default: "= name of the model")."""
-    mine, ref = np.asarray(mine, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    diff = float(np.max(np.abs(mine - ref))) if mine.shape == ref.shape else float("inf")
-    ok = checks.add(name, diff <= tol * (1.0 + float(np.max(np.abs(ref)))))
-    return {"against": name, "what": what or f"= {name} of the model", "max_abs_diff": diff, "tol": tol, "ok": ok}
 
 
 def _href(path, page_dir):
@@ -186,12 +172,14 @@ def _concat(grads, names):
     return np.concatenate([grads[n].ravel() for n in names])
 
 
-def build_data(args, out_path, load_model, tokenize):
+def build_data(args, out_path, load_model, tokenize, head=None, given_labels=None):
     """Everything the page shows, as the dict embedded in it; and the Checks.  load_model, tokenize:
-    the text explain's, passed in by npbert/cli/explain.py (which imports this module)."""
+    the text explain's, passed in by npbert/cli/explain.py (which imports this module).  head,
+    given_labels: a float64 model object and its labels (explain.html_page), instead of the
+    checkpoint's head and --label."""
     dtype = np.float32 if args.dtype == "float32" else np.float64
     folder = _model_folder(args)
-    head = _load_head(args, folder)                                     # float64; None without a head
+    head = _load_head(args, folder) if head is None else head           # float64; None without a head
     has_pooler = head is None or any(n.startswith(head.base_model_prefix + ".pooler.") for n in head.state_dict())
     with _head_weights_expected(head is not None):
         model, model_dir, description = load_model(args, dtype, add_pooling_layer=has_pooler)
@@ -226,8 +214,8 @@ def build_data(args, out_path, load_model, tokenize):
         hname = type(head).__name__
         hin = head_inputs(head, ids, types)
         hout = head(**hin, output_hidden_states=True)
-        if args.label is not None:
-            labels = parse_labels(head, args, hout, tokens, model_dir)
+        if given_labels is not None or args.label is not None:
+            labels = parse_labels(head, args, hout, tokens, model_dir) if given_labels is None else given_labels
             hout = head(**hin, output_hidden_states=True, **labels)
         head_check["forward"] = check(
             f"{hname}.hidden_states[{L}]", acts["layers"][-1]["layer_output"], hout.hidden_states[-1].reshape(B, T, H),
@@ -248,30 +236,9 @@ def build_data(args, out_path, load_model, tokenize):
         loss = float(np.sum(out64.last_hidden_state * U))
         g64 = model64.backward(last_hidden_state=U)
     else:
-        terms = head.head_loss.terms                                      # the loss of the forward with labels
-        if any(t.count == 0 for t in terms):
-            raise CliError(f"--label {args.label}: no label counts in the loss term "
-                           f"{next(t.name for t in terms if t.count == 0)!r}: give at least one", status=2)
-        dout = loss_gradients(head)                                      # {output: d loss / d output}
-        loss_checks.append(check(
-            "d loss / d outputs", loss_gradient_error(head.loss_terms({**hin, **labels}), hout, dout), 0.0,
-            BACKWARD_TOL, checks, f"d loss / d {', '.join(dout)} from {hname}'s loss terms = central differences of "
-            f"the loss recomputed from the same terms (float64, a few entries each)"))
-        with bert_upstream(head) as seen:
-            hgrads = head.backward(retain_graph=True)                     # d loss, the head's own backward
-        u, w = seen.get("pooler_output"), seen.get("last_hidden_state")
-        w = np.zeros((B, T, H)) if w is None else w
-        hgrads_out = head.backward(**dout)
-        loss = float(hout.loss)
-        names = list(hgrads)
-        head_check["backward"] = check(
-            f"{hname}.backward(**d loss / d outputs)", _concat(hgrads_out, names), _concat(hgrads, names),
-            BACKWARD_TOL, checks, f"d loss / d {', '.join(dout)} from the loss terms, through {hname}.backward(...), "
-            f"gives every parameter's gradient of {hname}.backward() of its loss")
-        means = {t.name: float(t.mean) for t in terms}
-        loss_checks.append(check(
-            "loss_terms", sum(t.weight * means[t.name] for t in terms), loss, BACKWARD_TOL, checks,
-            f"sum of weight * mean over {hname}.loss_terms = {hname}'s loss"))
+        terms, means, dout, hgrads, hgrads_out, u, w, loss = head_loss_backward(
+            head, {**hin, **labels}, hout, (B, T, H), args.label or "", head_check, loss_checks, checks)
+        hname = type(head).__name__
         g64 = model64.backward(last_hidden_state=w, **({} if u is None else {"pooler_output": u}))
         prefix, tied = head.base_model_prefix + ".", tied_names(head)
         bert = [n for n in g64 if prefix + n not in tied]
@@ -376,7 +343,7 @@ def _split_checks(forward, backward):
     return {k: {"forward": forward.get(k), "backward": backward.get(k)} for k in keys}
 
 
-def write_html(args, load_model, tokenize, out=None):
+def write_html(args, load_model, tokenize, out=None, head=None, labels=None):
     """`npbert explain --html OUT`: build the data, write the page atomically, print one summary."""
     out = sys.stdout if out is None else out
     start = time.perf_counter()
@@ -386,7 +353,7 @@ def write_html(args, load_model, tokenize, out=None):
         raise UsageError(f"--html {path}: the folder {folder} does not exist")
     if os.path.isdir(path):
         raise UsageError(f"--html {path}: is a folder; give a file name such as explain.html")
-    data, checks = build_data(args, path, load_model, tokenize)
+    data, checks = build_data(args, path, load_model, tokenize, head, labels)
     page = render_page(data)
     try:
         with atomic_write(path, "w") as f:

@@ -42,6 +42,22 @@ class Table:
             print(f"      {note}", file=self.out)
 
 
+# float64 backward walk against the model's backward: the same ops in float64, summed in another
+# order in places (the fast path), so round-off of ~1e-15 relative; 1e-9 leaves a wide margin while
+# a wrong stage (a missing residual, a transposed head) is off by O(1).
+BACKWARD_TOL = 1e-9
+
+
+def check(name, mine, ref, tol, checks, what=None):
+    """mine against ref: max|diff| <= tol (1 + max|ref|), as the text explain's checks.  `what`: the
+    sentence the page shows (default: "= name of the model")."""
+    mine, ref = np.asarray(mine, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    diff = float(np.max(np.abs(mine - ref))) if mine.shape == ref.shape else float("inf")
+    ok = checks.add(name, diff <= tol * (1.0 + float(np.max(np.abs(ref)))))
+    return {"against": name, "what": what or f"= {name} of the model", "max_abs_diff": diff, "tol": tol, "ok": ok}
+
+
+
 class Checks:
     """Collects named pass/fail results for the final verdict."""
 

@@ -19,14 +19,32 @@ T = 8                 # every example is padded to 8 tokens
 NUM_TAGS = 3
 
 
-def page_namespace():
-    """The page's python blocks that define classes, executed in order in one namespace."""
+def page_code():
+    """The page's python blocks that define classes, in order, as one module's source."""
     text = open(PAGE, encoding="utf-8").read()
+    return "\n".join(code for code in re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+                     if re.search(r"^class ", code, re.M))
+
+
+def page_namespace():
+    """The page's class blocks executed in one namespace."""
     namespace = {"__name__": "custom_head_example_page"}
-    for code in re.findall(r"^```python\n(.*?)^```", text, re.S | re.M):
-        if re.search(r"^class ", code, re.M):
-            exec(compile(code, PAGE, "exec"), namespace)
+    exec(compile(page_code(), PAGE, "exec"), namespace)
     return namespace
+
+
+def page_module(directory):
+    """The page's class blocks written to directory/custom_heads_page.py and imported, so that
+    inspect finds their source lines (as it does for a head in a user's own file)."""
+    import importlib.util
+    path = os.path.join(directory, "custom_heads_page.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(page_code())
+    spec = importlib.util.spec_from_file_location("custom_heads_page", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["custom_heads_page"] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def example_class(example="regression"):
