@@ -15,7 +15,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FENCE = re.compile(r"^```python([^\n]*)\n(.*?)^```", re.S | re.M)
-NO_RUN_EXPECTED = 5      # signatures and fragments: encoder, gelu, heads, backward, checkpoint_formats
+NO_RUN_EXPECTED = 6      # signatures and fragments: encoder, gelu, heads (2), backward, checkpoint_formats
 
 
 def pages():
