@@ -38,10 +38,14 @@ Usage, one optimizer step (see docs/data_parallel.md for the whole loop):
 def count_loss_items(model, batch):
     """{term: number of items} that `model`'s loss averages over in `batch` (one rank's
     micro-batch), in the order of the terms of the loss (model.loss_terms)."""
+    if not model._computes_a_loss():
+        raise TypeError(f"{type(model).__name__} computes no loss (a base model, without a head), so it has no loss "
+                        "terms to count: train a model with a head (BertFor...), or a head of your own "
+                        "(docs/custom_heads.md)")
     terms = model.loss_terms(batch)
     if not terms:
-        raise KeyError(f"{type(model).__name__} computes no loss on this batch (fields: {sorted(batch)}): training "
-                       f"needs the labels its loss_terms name (docs/custom_heads.md)")
+        raise KeyError(f"{type(model).__name__} computes no loss on this batch (fields: {sorted(batch)}): "
+                       f"{model._label_hint()}")
     return {t.name: int(t.count) for t in terms}
 
 

@@ -220,10 +220,12 @@ def resolve_target(model, target, B, T):
 
 def _is_output_index(target, forms):
     """True for (output name, index, ...) or a list of B of them with one name: the output named
-    (any model; "start" and "end" stay the span head's sides)."""
+    (any model; for the span head, ("start" | "end", position) stays its sides)."""
     first = target[0] if isinstance(target, list) and target else target
-    return (isinstance(first, tuple) and len(first) >= 1 and isinstance(first[0], str)
-            and not ("span" in forms and first[0] in ("start", "end")))
+    if not (isinstance(first, tuple) and len(first) >= 1 and isinstance(first[0], str)):
+        return False
+    # the span head's own form is (side, position): a string there is an output name only when it is one
+    return not ("span" in (forms or {}) and not first[0].endswith("_logits"))
 
 
 def _output_target(target, B):

@@ -44,9 +44,13 @@ comes back in the output's shape.
 """
 from collections import namedtuple
 
+import inspect
+
 import numpy as np
 
 from npbert.ops import losses
+
+from .loss import make_loss
 
 IGNORE_INDEX = -100     # torch's CrossEntropyLoss default: labels equal to it do not count
 
@@ -192,17 +196,19 @@ def _scalar(what, value):
 
 # ---- helpers a head's loss_terms uses ----------------------------------------------------------
 def batch_rows(batch):
-    """The number of examples (rows) of a batch: the first axis of its input_ids or inputs_embeds."""
-    for key in ("input_ids", "inputs_embeds", "attention_mask"):
+    """The number of examples (rows) of a batch: the first axis of its input_ids or inputs_embeds
+    (or, for a batch of labels alone, of its labels)."""
+    for key in ("input_ids", "inputs_embeds", "attention_mask", "labels"):
         if batch.get(key) is not None:
             return int(np.shape(batch[key])[0])
     raise KeyError(f"the batch has no input_ids / inputs_embeds to count its examples (fields: {sorted(batch)})")
 
 
 def batch_length(batch):
-    """T, the sequence length of a batch: the second axis of its input_ids or inputs_embeds."""
-    for key in ("input_ids", "inputs_embeds", "attention_mask"):
-        if batch.get(key) is not None:
+    """T, the sequence length of a batch: the second axis of its input_ids or inputs_embeds (or of
+    its labels, for a batch of token labels alone)."""
+    for key in ("input_ids", "inputs_embeds", "attention_mask", "labels"):
+        if batch.get(key) is not None and np.ndim(batch[key]) >= 2:
             return int(np.shape(batch[key])[1])
     raise KeyError(f"the batch has no input_ids / inputs_embeds to read its length from (fields: {sorted(batch)})")
 
@@ -225,6 +231,41 @@ class HeadDeclaration:
         """[LossTerm]: the terms of the loss this model computes on `batch` (the forward's arguments,
         labels included); [] when it computes none (no labels given).  Default: none."""
         return []
+
+    def _computes_a_loss(self):
+        """False for a model that never computes a loss (BertModel: no loss_terms of its own)."""
+        return type(self).loss_terms is not HeadDeclaration.loss_terms
+
+    def _with_loss(self, output, batch, keep):
+        """The head's loss, stated once in loss_terms(batch) (npbert/modeling/loss_terms.py), computed
+        on this forward's outputs: kept as `self.head_loss`, its value as output.loss (first, as
+        transformers puts it), whose loss.backward() runs this model's backward."""
+        if output.get("loss") is not None:
+            raise TypeError(f"{type(self).__name__}.forward returned a loss itself; npbert computes a model's loss "
+                            f"from the terms its loss_terms(batch) declares, so that backward(), the Trainer and "
+                            f"data-parallel runs can differentiate it: declare them there and return the outputs "
+                            f"without loss= (docs/custom_heads.md)")
+        terms = self.loss_terms(batch)
+        if not terms:
+            return output
+        if "loss" not in type(output)._fields:
+            raise TypeError(f"{type(self).__name__}: its output class {type(output).__name__} has no field 'loss' "
+                            f"for the loss its loss_terms declare")
+        self.head_loss = HeadLoss(terms, output, keep=keep)
+        value = make_loss(self.head_loss.value, self, self._forward_id)
+        return type(output)(**{**output, "loss": value})
+
+    def _label_hint(self):
+        """Which forward arguments are labels, for messages: the names with "label" or "_positions"."""
+        names = [n for n in inspect.signature(self.forward).parameters if "label" in n or n.endswith("_positions")]
+        return (f"it needs {'both ' if len(names) == 2 else ''}{' and '.join(n + '=' for n in names)}" if names
+                else "it declares its loss in loss_terms(batch), docs/custom_heads.md")
+
+    def _upstream_names(self):
+        """The outputs whose upstream gradient the head's _backward takes by name, and loss=."""
+        params = inspect.signature(self._backward).parameters
+        return [n for n, p in params.items() if n != "cache" and p.kind != p.VAR_KEYWORD] + ["loss"]
+
 
     # {kind of target: the output it indexes} for npbert.interpret: "class" (c -> output[b, c]),
     # "token_class" ((position, label)), "token" ((position, token id)), "span" (("start" | "end",

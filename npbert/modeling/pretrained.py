@@ -27,8 +27,8 @@ from npbert.config import BertConfig
 from .fast import FAST_TWINS
 from .fast_attention import share_qkv_memory
 from .loading import _SKIP_INIT, CheckpointMixin, _no_init  # noqa: F401 (_no_init: weights_tools, tests)
-from .loss import make_loss, remember_outputs
-from .loss_terms import HeadDeclaration, HeadLoss
+from .loss import remember_outputs
+from .loss_terms import HeadDeclaration
 from .model_path import ModelPath
 from .module import ModelState, Module
 from .torch_api import TorchModuleAPI
@@ -144,50 +144,6 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
             return iter(self.state.params.items())
         return Module.named_parameters(self, prefix, recurse, remove_duplicate)
 
-    # ---- freezing (torch's `p.requires_grad = False`) ----------------------------------
-    def freeze(self, *prefixes):
-        """Freeze the parameters named by `prefixes` (all of them when none is given): a prefix
-        matches a name equal to it or starting with it followed by "." ("bert.embeddings",
-        "bert.encoder.layer.0", "classifier.bias").  A frozen parameter gets no gradient:
-        backward() leaves it out of the dict and skips the work that would compute it (and
-        stops going down the layers when nothing below needs a gradient); optimizers built
-        from optimizer_grouped_parameters leave it out.  Returns the model."""
-        self.state.frozen |= set(self._match(prefixes, "freeze"))
-        return self
-
-    def unfreeze(self, *prefixes):
-        """Undo freeze() for `prefixes` (everything when none is given).  Returns the model."""
-        self.state.frozen -= set(self._match(prefixes, "unfreeze"))
-        return self
-
-    def is_trainable(self, name):
-        """False when the parameter `name` is frozen."""
-        if name not in self.state.params:
-            raise KeyError(f"{type(self).__name__} has no parameter {name!r}")
-        return name not in self.state.frozen
-
-    def _match(self, prefixes, what):
-        names = list(self.state.params)
-        if not prefixes:
-            return names
-        matched = []
-        for prefix in prefixes:
-            prefix = prefix.rstrip(".")
-            hits = [n for n in names if n == prefix or n.startswith(prefix + ".")]
-            if not hits:
-                tops = sorted({".".join(n.split(".")[:2]) for n in names})
-                raise KeyError(f"{type(self).__name__}.{what}({prefix!r}): no parameter has that name or prefix; "
-                               f"prefixes include {tops[:8]}")
-            matched += hits
-        return matched
-
-    def num_parameters(self, only_trainable=False, exclude_embeddings=False):
-        """The number of parameter values (a tied weight once), as transformers'
-        `num_parameters`: only the trainable ones with `only_trainable=True`."""
-        return sum(int(np.prod(v.shape)) for n, v in self.named_parameters()
-                   if not (only_trainable and self.prefix + n in self.state.frozen)
-                   and not (exclude_embeddings and n.endswith("embeddings.weight")))
-
     def state_dict(self):
         """A flat dict keyed as transformers' `state_dict()` of the same class (buffers aside).
 
@@ -287,25 +243,6 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
             return output
         return output.to_tuple() + ((intermediates,) if output_intermediates else ())
 
-    def _with_loss(self, output, batch, keep):
-        """The head's loss, stated once in loss_terms(batch) (npbert/modeling/loss_terms.py), computed
-        on this forward's outputs: kept as `self.head_loss`, its value as output.loss (first, as
-        transformers puts it), whose loss.backward() runs this model's backward."""
-        if output.get("loss") is not None:
-            raise TypeError(f"{type(self).__name__}.forward returned a loss itself; npbert computes a model's loss "
-                            f"from the terms its loss_terms(batch) declares, so that backward(), the Trainer and "
-                            f"data-parallel runs can differentiate it: declare them there and return the outputs "
-                            f"without loss= (docs/custom_heads.md)")
-        terms = self.loss_terms(batch)
-        if not terms:
-            return output
-        if "loss" not in type(output)._fields:
-            raise TypeError(f"{type(self).__name__}: its output class {type(output).__name__} has no field 'loss' "
-                            f"for the loss its loss_terms declare")
-        self.head_loss = HeadLoss(terms, output, keep=keep)
-        value = make_loss(self.head_loss.value, self, self._forward_id)
-        return type(output)(**{**output, "loss": value})
-
     def _forward_kwargs(self, args, kwargs):
         """Positional arguments bound to forward's parameter names; the output flags left
         unset take the config's values (transformers: `output_attentions if output_attentions
@@ -372,6 +309,10 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
                 raise TypeError("backward(): give loss= (one scale) or loss_scales= (one per term), not both")
             upstream["loss"] = dict(loss_scales)
         if all(v is None for v in upstream.values()):
+            if self.head_loss is None and self._cache is not None and not self._computes_a_loss():
+                raise ValueError(f"{type(self).__name__} computes no loss: backward() needs the upstream gradient of at "
+                                 f"least one output by name, e.g. backward({self._upstream_names()[0]}=...) (it takes "
+                                 f"{', '.join(self._upstream_names()[:-1])})")
             if self.head_loss is None and self._cache is not None:
                 raise RuntimeError(
                     f"{type(self).__name__}.backward() without an upstream gradient differentiates the loss, but the "
@@ -386,17 +327,6 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
         grads = {name: grads[name] if name in grads else np.zeros(p.shape, dtype=p.dtype)
                  for name, p in self.state.params.items() if name not in frozen}
         return (grads, intermediate_grads) if return_intermediate_grads else grads
-
-    def _label_hint(self):
-        """Which forward arguments are labels, for messages: the names with "label" or "_positions"."""
-        names = [n for n in inspect.signature(self.forward).parameters if "label" in n or n.endswith("_positions")]
-        return (f"it needs {'both ' if len(names) == 2 else ''}{' and '.join(n + '=' for n in names)}" if names
-                else "it declares its loss in loss_terms(batch), docs/custom_heads.md")
-
-    def _upstream_names(self):
-        """The outputs whose upstream gradient the head's _backward takes by name, and loss=."""
-        params = inspect.signature(self._backward).parameters
-        return [n for n, p in params.items() if n != "cache" and p.kind != p.VAR_KEYWORD] + ["loss"]
 
     def _run_backward(self, retain_graph, upstream, return_intermediate_grads=False):
         """(the gradients of the last forward that the backward computed, {name: array};

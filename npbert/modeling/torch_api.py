@@ -79,6 +79,50 @@ class TorchModuleAPI:
             else:
                 p.grad += g                         # accumulates until zero_grad(), as torch
 
+    # ---- freezing (torch's `p.requires_grad = False`) ----------------------------------
+    def freeze(self, *prefixes):
+        """Freeze the parameters named by `prefixes` (all of them when none is given): a prefix
+        matches a name equal to it or starting with it followed by "." ("bert.embeddings",
+        "bert.encoder.layer.0", "classifier.bias").  A frozen parameter gets no gradient:
+        backward() leaves it out of the dict and skips the work that would compute it (and
+        stops going down the layers when nothing below needs a gradient); optimizers built
+        from optimizer_grouped_parameters leave it out.  Returns the model."""
+        self.state.frozen |= set(self._match(prefixes, "freeze"))
+        return self
+
+    def unfreeze(self, *prefixes):
+        """Undo freeze() for `prefixes` (everything when none is given).  Returns the model."""
+        self.state.frozen -= set(self._match(prefixes, "unfreeze"))
+        return self
+
+    def is_trainable(self, name):
+        """False when the parameter `name` is frozen."""
+        if name not in self.state.params:
+            raise KeyError(f"{type(self).__name__} has no parameter {name!r}")
+        return name not in self.state.frozen
+
+    def _match(self, prefixes, what):
+        names = list(self.state.params)
+        if not prefixes:
+            return names
+        matched = []
+        for prefix in prefixes:
+            prefix = prefix.rstrip(".")
+            hits = [n for n in names if n == prefix or n.startswith(prefix + ".")]
+            if not hits:
+                tops = sorted({".".join(n.split(".")[:2]) for n in names})
+                raise KeyError(f"{type(self).__name__}.{what}({prefix!r}): no parameter has that name or prefix; "
+                               f"prefixes include {tops[:8]}")
+            matched += hits
+        return matched
+
+    def num_parameters(self, only_trainable=False, exclude_embeddings=False):
+        """The number of parameter values (a tied weight once), as transformers'
+        `num_parameters`: only the trainable ones with `only_trainable=True`."""
+        return sum(int(np.prod(v.shape)) for n, v in self.named_parameters()
+                   if not (only_trainable and self.prefix + n in self.state.frozen)
+                   and not (exclude_embeddings and n.endswith("embeddings.weight")))
+
     @property
     def base_model(self):
         """transformers' base_model: the BertModel inside a head (`model.bert`); a BertModel itself."""

@@ -336,7 +336,7 @@ def test_a_sequence_classification_head(tmp_path, capsys):
         np.testing.assert_allclose(mine, ref, rtol=0, atol=1e-6 * (1 + np.abs(ref).max()))
     assert not decode(data["loss"]["upstream"]["last_hidden_state"]).any()   # the head reads pooler_output only
     assert [t["name"] for t in data["loss"]["terms"]] == ["classification"] and data["loss"]["terms"][0]["count"] == 1
-    assert all(ch["ok"] for ch in data["loss"]["checks"]) and len(data["loss"]["checks"]) == 2
+    assert all(ch["ok"] for ch in data["loss"]["checks"]) and len(data["loss"]["checks"]) == 3
 
 
 def test_label_usage_errors(tmp_path, capsys):

@@ -144,14 +144,16 @@ def test_a_heads_loss_is_transformers(cls_name, text, argv, labels, folders, tmp
 
 
 def test_a_wrong_output_gradient_fails(folders, tmp_path, capsys, monkeypatch):
-    """The check of d loss / d output against the head's own backward can fail."""
+    """The checks of d loss / d output (against central differences, and through the head's own
+    backward against its backward()) can fail."""
     import npbert.cli.explain_heads as heads
-    real = heads.term_gradient
-    monkeypatch.setattr(heads, "term_gradient", lambda term, logits, labels: 0.5 * real(term, logits, labels))
+    real = heads.loss_gradients
+    monkeypatch.setattr(heads, "loss_gradients", lambda head: {k: 0.5 * v for k, v in real(head).items()})
     folder = head_folder(folders, "BertForTokenClassification")
     status, out, path = write_page(tmp_path, capsys, "--model", str(folder), "--text", "a dog", "--label", "1,2,0,1")
     _, data = page_data(path)
     assert status == 1 and "BertForTokenClassification.backward(**d loss / d outputs)" in out
+    assert "d loss / d outputs" in data["checks"]["failed"]
     assert not stage(data, "logits")["check"]["backward"]["ok"]
 
 
