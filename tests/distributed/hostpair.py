@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 
 SUBNET = "10.231.7.0/24"                 # private, and assigned only inside the two namespaces
 ADDRESSES = ("10.231.7.1", "10.231.7.2")
@@ -46,9 +47,11 @@ def why_not():
     for tool, package in (("ip", "iproute2"), ("unshare", "util-linux")):
         if shutil.which(tool) is None:
             return f"needs `{tool}` ({package})"
-    probe = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
-    if probe.returncode != 0:
-        return f"`ip netns` does not work here: {probe.stderr.strip()}"
+    with tempfile.TemporaryDirectory() as directory:          # a pair made and removed: the kernel allows it
+        try:
+            HostPair.create(directory, tag=f"npbert-probe-{os.getpid()}").remove()
+        except RuntimeError as e:
+            return f"network namespaces and a veth pair cannot be made here: {e}"
     return None
 
 
