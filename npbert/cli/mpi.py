@@ -12,6 +12,7 @@ printing the message.  A rank that fails alone (the others run on, or wait in a 
 it) prints its own message and aborts the whole job (MPI_Abort), so that no rank hangs:
 world.all_failed tells the two apart by waiting a few seconds for the others to fail too.
 """
+import atexit
 import os
 import sys
 import time
@@ -43,6 +44,9 @@ def quiet_other_ranks():
         _real_stderr = sys.stderr
         devnull = open(os.devnull, "w")
         sys.stdout = sys.stderr = devnull
+        # closed at exit: a file left open until the interpreter's end is a ResourceWarning, which
+        # Python then prints on the real stderr (seen on a rank running 2 threads)
+        atexit.register(devnull.close)
     return rank
 
 

@@ -139,20 +139,24 @@ def _install_excepthook(world):
 # ---- what a data-parallel run says when it starts -------------------------------------------------
 def describe_world(world, per_device_train_batch_size, gradient_accumulation_steps=1):
     """The line rank 0 prints when a data-parallel run starts (the Trainer prints it; every rank
-    must call this, which gathers each rank's threads and machine):
+    must call this: one all-gather of each rank's threads, hostname and its host's cores):
 
-        data parallel: 2 ranks (Open MPI's mpiexec) on 1 machine; per-device batch 4 x 2 ranks x 2
-        accumulation steps = global batch 16 examples per optimizer step; 1 npbert thread and 1 BLAS
-        thread per rank (2 cores shared by 2 ranks on this machine)
+        data parallel: 2 ranks (Open MPI's mpiexec) on 2 hosts, 1 rank each; per-device batch 4 x 2
+        ranks x 2 accumulation steps = global batch 16 examples per optimizer step; 2 npbert threads
+        and 2 BLAS threads per rank (2 cores for 1 rank on each host)
 
-    The global batch is what one process would need as per_device_train_batch_size (with the
-    same accumulation) to compute the same steps (docs/data_parallel.md)."""
+    A host is a hostname: ranks that report the same one share a machine.  The global batch is
+    what one process would need as per_device_train_batch_size (with the same accumulation) to
+    compute the same steps (docs/data_parallel.md)."""
     import socket
     threads = world.threads or {}
-    ranks = world.all_gather_object((threads.get("npbert"), threads.get("blas"), socket.gethostname()))
+    ranks = world.all_gather_object((threads.get("npbert"), threads.get("blas"), socket.gethostname(),
+                                     threads.get("host_cores")))
     W, P, A = world.world_size, int(per_device_train_batch_size), int(gradient_accumulation_steps)
-    machines = len({host for _, _, host in ranks})
     launcher = (world.launcher or "MPI").split(" (")[0]
+    hosts = {}                                          # hostname -> [ranks, cores], in rank order
+    for _, _, host, cores in ranks:
+        hosts.setdefault(host, [0, cores])[0] += 1
 
     def per_rank(values, what):
         known = sorted({v for v in values if v is not None})
@@ -160,9 +164,42 @@ def describe_world(world, per_device_train_batch_size, gradient_accumulation_ste
             return f"{what} threads as the environment sets them"
         count = f"{known[0]}" if len(known) == 1 else f"{known[0]}..{known[-1]}"
         return f"{count} {what} thread{'s' if known[-1] > 1 else ''}"
-    accumulation = f" x {A} accumulation steps" if A > 1 else ""
-    how = f" ({threads['how']})" if threads.get("how") else ""
-    return (f"data parallel: {W} ranks ({launcher}) on {machines} machine{'s' if machines > 1 else ''}; "
-            f"per-device batch {P} x {W} ranks{accumulation} = global batch {P * W * A} examples per optimizer "
+    accumulation = f" x {_count(A, 'accumulation step')}" if A > 1 else ""
+    how = "; ".join(filter(None, [_cores_per_host(hosts), threads.get("how")]))
+    return (f"data parallel: {_count(W, 'rank')} ({launcher}) on {_hosts(hosts)}; per-device batch {P} x "
+            f"{_count(W, 'rank')}{accumulation} = global batch {_count(P * W * A, 'example')} per optimizer "
             f"step; {per_rank([r[0] for r in ranks], 'npbert')} and {per_rank([r[1] for r in ranks], 'BLAS')} "
-            f"per rank{how}")
+            f"per rank{f' ({how})' if how else ''}")
+
+
+def _count(n, word):
+    """'1 rank', '2 ranks'."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _hosts(hosts):
+    """'1 host', '2 hosts, 1 rank each', '3 hosts, 1 to 4 ranks each'."""
+    counts = sorted({r for r, _ in hosts.values()})
+    if len(hosts) == 1:
+        return "1 host"
+    each = _count(counts[0], "rank") if len(counts) == 1 else f"{counts[0]} to {counts[-1]} ranks"
+    return f"{_count(len(hosts), 'host')}, {each} each"
+
+
+def _cores_per_host(hosts):
+    """'2 cores shared by 2 ranks on the host', '8 cores for 1 rank on each host', or per group of
+    alike hosts: '8 cores shared by 3 ranks on each of 2 hosts; 4 cores for 1 rank on 1 host'.
+    Empty when a host's cores are unknown."""
+    if any(cores is None for _, cores in hosts.values()):
+        return ""
+    groups = {}                                         # (cores, ranks) -> hosts, first seen first
+    for ranks, cores in hosts.values():
+        groups[cores, ranks] = groups.get((cores, ranks), 0) + 1
+    parts = []
+    for (cores, ranks), n in groups.items():
+        if len(groups) == 1:
+            where = "the host" if n == 1 else "each host"
+        else:
+            where = "1 host" if n == 1 else f"each of {n} hosts"
+        parts.append(f"{_count(cores, 'core')} {'shared by' if ranks > 1 else 'for'} {_count(ranks, 'rank')} on {where}")
+    return "; ".join(parts)

