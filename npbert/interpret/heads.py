@@ -244,26 +244,34 @@ def pruning_curve(model, batches, importance, points=11, progress=None):
 
 
 def evaluate(model, batches, head_mask=None, regroup=True):
-    """(mean loss over the examples, accuracy or None) of `model` on `batches` with `head_mask`.
-    The accuracy is computed for logits (B, K) and integer class labels (B,).  regroup: when every
-    example is one element of its batch's mean loss (classification without -100 labels,
-    regression), run the examples regrouped by length (regroup.py): each run is then a batch like
-    any other, the sum over runs of (run loss x run size) the same sum; otherwise batch by batch."""
+    """(the loss of all the batches taken as one, accuracy or None) of `model` on `batches` with
+    `head_mask`.  The loss is the model's own, term by term (model.head_loss): each term's mean over
+    all its items of every batch, sum_c w_c (sum of the batches' item losses of c) / (their count),
+    so a batch counts by its items, not its rows.  The accuracy is computed for logits (B, K) and
+    integer class labels (B,).  regroup: when every example is one element of its batch's mean
+    loss (classification without -100 labels, regression), run the examples regrouped by length
+    (regroup.py): each run is then a batch like any other; otherwise batch by batch."""
     batches = _check_batches(batches, "evaluate")
     plan = plan_runs(model, batches) if regroup else None
     if isinstance(plan, Plan) and (plan.count == 1).all():
         batches = [plan.inputs(k) for k in range(len(plan.runs))]
-    total, n, correct, classified = 0.0, 0, 0, True
+    sums, counts, weights, n, correct, classified = {}, {}, {}, 0, 0, True
     with inspecting(model), no_grad():
         for batch in batches:
             out = model(**batch, head_mask=head_mask)
+            if model.head_loss is None:
+                raise ValueError("evaluate: a batch gave no loss: each batch needs its labels")
+            for t in model.head_loss.terms:               # the mean over count items: their sum is mean x count
+                if t.count:
+                    sums[t.name] = sums.get(t.name, 0.0) + float(t.mean) * t.count
+                counts[t.name] = counts.get(t.name, 0) + t.count
+                weights[t.name] = t.weight
             labels = np.asarray(batch.get("labels"))
-            B = len(labels)
-            total += float(out.loss) * B
-            n += B
+            n += len(labels)
             logits = out.get("logits")
             if classified and logits is not None and logits.ndim == 2 and np.issubdtype(labels.dtype, np.integer):
                 correct += int((logits.argmax(axis=-1) == labels).sum())
             else:
                 classified = False
-    return total / n, (correct / n if classified else None)
+    loss = sum(weights[c] * (sums.get(c, 0.0) / counts[c] if counts[c] else float("nan")) for c in counts)
+    return loss, (correct / n if classified else None)
