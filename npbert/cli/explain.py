@@ -86,6 +86,10 @@ def add_parser(commands):
 
 def explain_command(args):
     if args.html is not None:
+        from npbert.cli.outputs import refuse_overwriting_inputs
+        model = args.model if args.model is not None else (None if args.random else _minilm_path())
+        folder = os.path.dirname(os.path.abspath(model)) if model and os.path.isfile(model) else None
+        refuse_overwriting_inputs([("--html", args.html)], [("--model", model), ("--model", folder)])
         return write_html(args, load_model, tokenize)
     if args.text_pair is not None or args.label is not None or args.next_sentence_label is not None:
         raise UsageError("--text_pair, --label and --next_sentence_label are shown by the page only: add --html OUT.html")
