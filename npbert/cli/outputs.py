@@ -92,6 +92,8 @@ def _file_against(flag, path, in_flag, in_path):
         if where is not None or twin:
             what = f"inside the {in_flag} folder {in_path}" if where is not None else \
                 f"the same file as {twin} in the {in_flag} folder"
+            link = os.path.realpath(path) != os.path.abspath(path)
+            what = f"(a link to {os.path.realpath(path)}) {what}" if link and where is not None else what
             return (f"{flag} {path} is {what}, which the command reads: writing there could replace the "
                     f"model's files; write to a path outside {in_path}")
         return None
