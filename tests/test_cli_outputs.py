@@ -224,3 +224,14 @@ def test_explain_refuses_the_page_over_its_model_through_a_symlink(files, tmp_pa
     err = capsys.readouterr().err
     assert status == 2 and f"--html {tmp_path / 'page.html'}" in err and "--model" in err, err
     assert fingerprint(files["model"]) == before
+
+
+def test_html_page_refuses_to_write_over_its_tokenizer_folder(files):
+    """`npbert explain --html` for a model object (cli/explain.py: html_page) makes the same check
+    against the folder it reads the vocabulary from."""
+    from npbert.cli.explain import html_page
+    model = npbert.BertForSequenceClassification.from_pretrained(files["model"])
+    before = fingerprint(files["root"])
+    with pytest.raises(UsageError, match=r"^path \S+vocab.txt is inside the tokenizer_dir folder"):
+        html_page(files["vocab"], model, tokenizer_dir=files["model"])
+    assert fingerprint(files["root"]) == before

@@ -120,6 +120,8 @@ def html_page(path, model, text=DEFAULT_TEXT, text_pair=None, labels=None, token
         own = npbert.BertModel(model.config, dtype=dtype, add_pooling_layer=has_pooler).eval()
         own.load_state_dict(bert.state_dict())
         return own, tokenizer_dir, f"the BERT inside a {type(model).__name__} (a model object)"
+    from npbert.cli.outputs import refuse_overwriting_inputs
+    refuse_overwriting_inputs([("path", path)], [("tokenizer_dir", tokenizer_dir)])
     args = argparse.Namespace(html=path, model=None, random=True, text=text, text_pair=text_pair, dtype="float64",
                               seed=seed, label=None, next_sentence_label=None)
     return write_html(args, load_bert, tokenize, out=out, head=model, labels=labels)
