@@ -70,6 +70,8 @@ def _same_as_one_inside(path, folder):
     if not os.path.isfile(path):
         return None
     stat = os.stat(path)
+    if stat.st_nlink < 2:                       # no other name anywhere: nothing to look for
+        return None
     for top, _, names in os.walk(folder):
         for name in names:
             candidate = os.path.join(top, name)
