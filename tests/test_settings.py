@@ -173,3 +173,14 @@ def test_the_thread_count_is_checked_where_it_is_set():
             assert parallel.get_num_threads() == good and type(parallel.get_num_threads()) is int
     finally:
         parallel.set_num_threads(before)
+
+
+def test_every_settings_table_is_tested():
+    """A class that gains a non-empty SETTINGS table (grep of npbert/; Module's empty base table
+    aside) is one of OWNERS, so its entries get the tests above."""
+    found = set()
+    for path in glob.glob(os.path.join(REPO, "npbert", "**", "*.py"), recursive=True):
+        text = open(path, encoding="utf-8").read()
+        for match in re.finditer(r"^class (\w+)\b[^\n]*\n(?:(?!^class )[\s\S])*?^    SETTINGS = \{(?!\})", text, re.M):
+            found.add(match.group(1))
+    assert found == {cls.__name__ for cls in OWNERS}, found
