@@ -10,6 +10,7 @@ import numpy as np
 
 from npbert.io._atomic import atomic_write
 from npbert.io.hub import hub_name_message, pop_hub_keywords
+from npbert.settings import BOOL, PROBABILITY, PROBABILITY_OR_NONE, checked
 
 # transformers' BertConfig fields and their defaults, in its order.
 _DEFAULTS = {
@@ -60,6 +61,16 @@ class BertConfig:
     output_attentions = False
     output_hidden_states = False
     return_dict = True
+    # Fields a user sets on a built model's config (model.config.gather_masked_lm = True, a dropout
+    # probability), checked when set, from config.json too (npbert/settings.py); the sizes are
+    # validate()'s, when a model is built.
+    SETTINGS = {"hidden_dropout_prob": PROBABILITY, "attention_probs_dropout_prob": PROBABILITY,
+                "classifier_dropout": PROBABILITY_OR_NONE, "gather_masked_lm": BOOL, "is_decoder": BOOL}
+
+    def __setattr__(self, name, value):
+        if name in self.SETTINGS:
+            value = checked(self, name, value)
+        object.__setattr__(self, name, value)
 
     def __init__(self, **kwargs):
         for name, default in _DEFAULTS.items():

@@ -98,13 +98,29 @@ def output_kind(dst, to):
                     "name, a directory, or --to")
 
 
+def refuse_overwriting(src, dst, kind, weights_file, config_file):
+    """DST must not be SRC, the weights or config read, nor lie inside a SRC directory
+    (npbert/cli/outputs.py, the check every npbert command makes): a ToolError before any work."""
+    from npbert.cli.common import UsageError
+    from npbert.cli.outputs import refuse_overwriting_inputs
+    import glob
+    output = ("DST", dst, ("model.safetensors", "config.json")) if kind == "transformers" else ("DST", dst)
+    shards = glob.glob(weights_file[:-len(".index")] + ".data-*") if weights_file.endswith(".index") else []
+    try:
+        refuse_overwriting_inputs([output], [("SRC", src), ("SRC", weights_file), ("the config", config_file)]
+                                  + [("SRC", shard) for shard in shards])
+    except UsageError as e:
+        raise ToolError(str(e)) from None
+
+
 def convert(src, dst, to=None, dtype="keep", config_path=None, progress=None):
     """Do the conversion; returns a one-line summary.  Raises ToolError or
     CheckpointError on bad input."""
     kind = output_kind(dst, to)
     weights_file = io.find_weights_file(src)
     fmt = io.detect_format(weights_file)
-    config, _ = find_config(weights_file, config_path)
+    config, config_file = find_config(weights_file, config_path)
+    refuse_overwriting(src, dst, kind, weights_file, config_file)
     start = time.perf_counter()
     tensors = io.read_state_dict(weights_file)
     if dtype != "keep":

@@ -23,7 +23,9 @@ def add_parser(commands):
 
 def run(args):
     import npbert
+    from npbert.cli.outputs import refuse_overwriting_inputs
     from npbert.training.plots import have_matplotlib, plot_attention
+    refuse_overwriting_inputs([("--output", args.output)], [("--model", args.model)])
     if not have_matplotlib():
         raise CliError("drawing needs matplotlib: pip install matplotlib (or pip install npbert[plot])")
     if (args.layer is None) != (args.head is None):

@@ -177,6 +177,8 @@ def _position(value, T):
 
 def run(args):
     import npbert.interpret as ni
+    from npbert.cli.outputs import refuse_overwriting_inputs
+    refuse_overwriting_inputs([("--output", args.output)], [("--model", args.model)])
     ext = os.path.splitext(args.output)[1].lower()
     if ext not in (".png", ".html"):
         raise UsageError(f"--output {args.output}: give a .png or .html file")

@@ -20,10 +20,12 @@ def add_parser(commands):
 
 
 def run(args):
+    from npbert.cli.outputs import refuse_overwriting_inputs
     from npbert.data.vocab import build_vocab
     for path in args.input_file:
         if not os.path.isfile(path):
             raise UsageError(f"--input_file {path}: no such file")
+    refuse_overwriting_inputs([("--output_file", args.output_file)], [("--input_file", p) for p in args.input_file])
     try:
         vocab = build_vocab(args.input_file, args.vocab_size, args.output_file, args.do_lower_case,
                             args.min_frequency, args.limit_alphabet)

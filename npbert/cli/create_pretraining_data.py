@@ -71,13 +71,16 @@ def make_features(files, tokenizer, args, rng_seed=None):
 
 def run(args):
     import npbert
+    from npbert.cli.outputs import refuse_overwriting_inputs
     from npbert.data import write_features
     if not os.path.isfile(args.vocab_file):
         raise UsageError(f"--vocab_file {args.vocab_file}: no such file")
     if not 0.0 <= args.masked_lm_prob <= 1.0 or not 0.0 <= args.short_seq_prob <= 1.0:
         raise UsageError("--masked_lm_prob and --short_seq_prob are probabilities in [0, 1]")
-    tokenizer = npbert.BertTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
     files = expand_inputs(args.input_file)
+    refuse_overwriting_inputs([("--output_file", args.output_file)],
+                              [("--vocab_file", args.vocab_file)] + [("--input_file", f) for f in files])
+    tokenizer = npbert.BertTokenizer(args.vocab_file, do_lower_case=args.do_lower_case)
     print(f"reading {len(files)} file(s), dupe_factor {args.dupe_factor} ...", file=sys.stderr)
     feats, instances = make_features(files, tokenizer, args)
     write_features(args.output_file, feats, len(tokenizer), args.max_seq_length, args.max_predictions_per_seq)

@@ -86,6 +86,10 @@ def add_parser(commands):
 
 def explain_command(args):
     if args.html is not None:
+        from npbert.cli.outputs import refuse_overwriting_inputs
+        model = args.model if args.model is not None else (None if args.random else _minilm_path())
+        folder = os.path.dirname(os.path.abspath(model)) if model and os.path.isfile(model) else None
+        refuse_overwriting_inputs([("--html", args.html)], [("--model", model), ("--model", folder)])
         return write_html(args, load_model, tokenize)
     if args.text_pair is not None or args.label is not None or args.next_sentence_label is not None:
         raise UsageError("--text_pair, --label and --next_sentence_label are shown by the page only: add --html OUT.html")
@@ -116,6 +120,8 @@ def html_page(path, model, text=DEFAULT_TEXT, text_pair=None, labels=None, token
         own = npbert.BertModel(model.config, dtype=dtype, add_pooling_layer=has_pooler).eval()
         own.load_state_dict(bert.state_dict())
         return own, tokenizer_dir, f"the BERT inside a {type(model).__name__} (a model object)"
+    from npbert.cli.outputs import refuse_overwriting_inputs
+    refuse_overwriting_inputs([("path", path)], [("tokenizer_dir", tokenizer_dir)])
     args = argparse.Namespace(html=path, model=None, random=True, text=text, text_pair=text_pair, dtype="float64",
                               seed=seed, label=None, next_sentence_label=None)
     return write_html(args, load_bert, tokenize, out=out, head=model, labels=labels)

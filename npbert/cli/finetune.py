@@ -243,7 +243,11 @@ def run(args):
     """The run lock, the output directory's check, resume / signal / disk-full messages
     (cli.common.training_run) around _run."""
     from npbert.cli.common import training_run
+    from npbert.cli.outputs import TRAINING_RUN_ENTRIES, refuse_overwriting_inputs
     do = actions(args)
+    refuse_overwriting_inputs([("--output_dir", args.output_dir, TRAINING_RUN_ENTRIES)],
+                              [("--model_name_or_path", args.model_name_or_path), ("--train_file", args.train_file),
+                               ("--validation_file", args.validation_file), ("--test_file", args.test_file)])
     with training_run("finetune", args.output_dir, args.overwrite_output_dir,      # predicting only: the
                       args.resume_from_checkpoint if do[0] else True) as resume_command:  # model is not replaced
         args.resume_command = resume_command

@@ -14,6 +14,9 @@ import sys
 
 from npbert.cli.common import CliError, UsageError, non_negative_int, positive_int
 
+# What the command writes into --output_dir (cli/outputs.py refuses an input among them).
+WRITES = ("head_importance.json", "head_importance.png", "pruning_curve.png")
+
 
 def add_parser(commands):
     p = commands.add_parser("head-importance", help="rank a classifier's attention heads by importance and draw "
@@ -84,7 +87,10 @@ def run(args):
 
     import npbert.interpret as ni
     from npbert.cli.attribute import load_model, progress_printer
+    from npbert.cli.outputs import refuse_overwriting_inputs
     from npbert.io._atomic import atomic_write
+    refuse_overwriting_inputs([("--output_dir", args.output_dir, WRITES)],
+                              [("--model", args.model), ("--validation_file", args.validation_file)])
     model, tokenizer = load_model(args)
     probe = {"input_ids": np.zeros((1, 1), np.int64), "labels": np.zeros(1, np.int64)}
     if model.attribution_targets != {"class": "logits"} or model.regroup_kind(probe) != "class":

@@ -304,16 +304,14 @@ def load_for(task, path):
     return load_checkpoint(cls, path, "--model", require_trained=head, what=f"{task} head ({head}*)")
 
 
-def check_output(output, input_path):
-    """Refuse, before anything runs, an --output that would replace the input or cannot be a file."""
+def check_output(output, input_path, model):
+    """Refuse, before anything runs, an --output that would replace the input or a file of the
+    model (cli/outputs.py), or cannot be a file."""
+    from npbert.cli.outputs import refuse_overwriting_inputs
     if os.path.isdir(output):
         raise UsageError(f"--output {output}: is a directory; give the file to write (e.g. "
                          f"{os.path.join(output, 'predictions.jsonl')})")
-    same = os.path.samefile(output, input_path) if os.path.exists(output) else \
-        os.path.realpath(output) == os.path.realpath(input_path)          # (a hard link too)
-    if same:
-        raise UsageError(f"--output {output} is the --input file: the predictions would replace the examples; "
-                         "write them to another file")
+    refuse_overwriting_inputs([("--output", output)], [("--input", input_path), ("--model", model)])
     parent = os.path.dirname(os.path.abspath(output))
     if os.path.exists(parent) and not os.path.isdir(parent):
         raise UsageError(f"--output {output}: {parent} is a file, not a directory")
@@ -342,7 +340,7 @@ def run(args):
                                                  where=f" ({args.model})")
     if not os.path.isfile(args.input):
         raise UsageError(f"--input {args.input}: no such file")
-    check_output(args.output, args.input)
+    check_output(args.output, args.input, args.model)
     check_task_fits(task, config, args)
     model = load_for(task, args.model)
     tokenizer = load_tokenizer(args.model)

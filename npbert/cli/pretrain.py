@@ -142,6 +142,10 @@ def build_model(args, vocab_size, max_positions):
 
 def run(args):
     from npbert.cli.common import training_run
+    from npbert.cli.outputs import TRAINING_RUN_ENTRIES, refuse_overwriting_inputs
+    refuse_overwriting_inputs([("--output_dir", args.output_dir, TRAINING_RUN_ENTRIES)],
+                              [("--train_file", args.train_file), ("--validation_file", args.validation_file),
+                               ("--vocab_file", args.vocab_file), ("--config", args.config)])
     with training_run("pretrain", args.output_dir, args.overwrite_output_dir,
                       args.resume_from_checkpoint) as resume_command:
         return _run(args, resume_command)

@@ -18,6 +18,8 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
+from npbert.settings import POSITIVE_INT, check_value
+
 _num_threads = None                    # None: not read from the environment yet
 _pool = None
 _pool_lock = threading.Lock()
@@ -27,9 +29,7 @@ _local = threading.local()             # .inline: this thread runs one of side_b
 def set_num_threads(n):
     """Threads npbert's own parallel loops use (BLAS keeps its own setting)."""
     global _num_threads, _pool
-    n = int(n)
-    if n < 1:
-        raise ValueError(f"number of threads must be >= 1, got {n}")
+    n = check_value("set_num_threads: the number of threads", POSITIVE_INT, n)
     with _pool_lock:
         if _pool is not None and n != _num_threads:
             _pool.shutdown(wait=True)

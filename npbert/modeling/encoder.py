@@ -16,6 +16,8 @@ instead of its activations, and the backward runs the layer's forward again to g
 Dropout masks are keyed by (step, site, row), so the second forward draws the same masks: the
 gradients are the same, bit for bit, for one more forward of each layer (docs/long_sequences.md).
 """
+from npbert.settings import BOOL, POSITIVE_INT_OR_NONE
+
 from .attention import BertAttention
 from .feed_forward import BertIntermediate, BertOutput
 from .module import Module, ModuleList
@@ -79,6 +81,9 @@ class LayerRecompute:
 
 class BertEncoder(Module):
     """L BertLayers in sequence, parameters under `encoder.layer.<i>.`."""
+
+    # What a user sets on a built encoder (docs/long_sequences.md), checked when set (npbert/settings.py).
+    SETTINGS = {"attention_tiles_from": POSITIVE_INT_OR_NONE, "gradient_checkpointing": BOOL}
 
     def __init__(self, state, prefix):
         super().__init__(state, prefix)

@@ -37,6 +37,7 @@ import npbert.ops
 from npbert.ops.dropout import DropoutKey
 from npbert.ops.linear import linear_input_grad, linear_param_grads
 from npbert.paths import get_path
+from npbert.settings import BOOL, checked
 
 from .call import CallOptions
 from .parameter import ParameterDict
@@ -44,6 +45,8 @@ from .parameter import ParameterDict
 
 class ModelState:
     """What every module of one model shares: the parameters, train/eval, the dropout step."""
+
+    SETTINGS = {"need_inputs_embeds_grad": BOOL}      # checked when set (npbert/settings.py)
 
     def __init__(self, config, dtype, rng, path=None):
         self.config = config
@@ -68,7 +71,7 @@ class ModelState:
 
     @need_inputs_embeds_grad.setter
     def need_inputs_embeds_grad(self, value):
-        self.call.need_inputs_embeds_grad = bool(value)
+        self.call.need_inputs_embeds_grad = checked(self, "need_inputs_embeds_grad", value)
 
     @classmethod
     def standalone(cls, dtype=np.float32):
@@ -98,6 +101,10 @@ class ModelState:
 
 
 class Module:
+    # The attributes a user may set on a built module, checked when set (npbert/settings.py);
+    # a subclass lists its own (BertEncoder.attention_tiles_from, Dropout.p, ...).
+    SETTINGS = {}
+
     def __init__(self, state, prefix):
         self.state = state
         self.config = state.config
@@ -114,7 +121,10 @@ class Module:
         """`self.regressor = Linear(H, 1)`, `self.bert = BertModel(config)`: a module (or a
         ModuleList) of another state joins this module's model under `<prefix><name>.`, its
         parameters registered there (and, when this model's parameters exist already, its own
-        values copied in, cast to this model's dtype)."""
+        values copied in, cast to this model's dtype).  A setting of the class's SETTINGS
+        table is checked first (npbert/settings.py)."""
+        if name in type(self).SETTINGS:
+            value = checked(self, name, value)
         if (isinstance(value, (Module, ModuleList)) and "state" in self.__dict__
                 and value.state is not self.state and not name.startswith("_")):
             _adopt(self.state, self.prefix + name + ".", value)

@@ -21,6 +21,7 @@ import numpy as np
 from npbert.ops.activations import get_activation
 from npbert.ops.dropout import DropoutKey
 from npbert.ops.linear import linear_input_grad, linear_param_grads
+from npbert.settings import PROBABILITY
 
 from .module import ModelState, Module
 
@@ -204,6 +205,8 @@ class LayerNorm(Module):
 class Dropout(Module):
     """nn.Dropout(p).  In training, called on its own, it draws the masks its owner draws in the
     model's forward of this step (keyed by the owner's `<prefix>dropout` name: npbert/ops/dropout.py)."""
+
+    SETTINGS = {"p": PROBABILITY}            # `model.dropout.p = 0.2` is checked when set (npbert/settings.py)
 
     def __init__(self, *args):
         state, prefix, (p, *_) = _placement(args)

@@ -25,6 +25,8 @@ import weakref
 
 import numpy as np
 
+from npbert.settings import BOOL, checked
+
 
 def _plain(x):
     """A Parameter as a plain ndarray view (same memory); lists and tuples of them element-wise."""
@@ -37,6 +39,8 @@ def _plain(x):
 
 class Parameter(np.ndarray):
     """One parameter of an npbert model (see the module docstring).  Made by ParameterDict."""
+
+    SETTINGS = {"requires_grad": BOOL}        # `p.requires_grad = False`, checked when set (npbert/settings.py)
 
     # ---- what NumPy makes from a Parameter is a plain array --------------------------------
     def __array_finalize__(self, obj):
@@ -124,9 +128,7 @@ class Parameter(np.ndarray):
 
     @requires_grad.setter
     def requires_grad(self, value):
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"requires_grad of parameter {self._name!r} must be a bool (as torch's), "
-                            f"got {type(value).__name__} {value!r}")
+        value = checked(self, "requires_grad", value, where=f"requires_grad of parameter {self._name!r}")
         frozen = self._owner("requires_grad").frozen
         if value:
             frozen.discard(self._name)

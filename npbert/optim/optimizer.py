@@ -34,6 +34,7 @@ import warnings
 import numpy as np
 
 from npbert.paths import get_path
+from npbert.settings import checked, one_of
 
 
 def _entries(params, where):
@@ -92,6 +93,12 @@ class Optimizer:
     # and warns naming it; "raise" refuses the step before anything changes (ValueError);
     # "skip" skips the whole step with a warning.  Set on an optimizer: opt.nonfinite = "skip".
     nonfinite = "apply"
+    SETTINGS = {"nonfinite": one_of(NONFINITE)}     # checked when set (npbert/settings.py)
+
+    def __setattr__(self, name, value):
+        if name in self.SETTINGS:
+            value = checked(self, name, value)
+        object.__setattr__(self, name, value)
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)

@@ -199,7 +199,9 @@ def test_nonfinite_raise_and_skip_change_nothing_and_name_the_parameters(name, p
 
 
 def test_a_bad_nonfinite_setting_is_named():
+    """Refused where it is set (npbert/settings.py), not at the next step; the setting keeps its value."""
     opt = optim.AdamW([("w", np.zeros(3))], lr=1e-3)
-    opt.nonfinite = "ignore"
     with pytest.raises(ValueError, match=r"AdamW.nonfinite must be one of \('apply', 'raise', 'skip'\), got 'ignore'"):
-        opt.step({"w": np.ones(3)})
+        opt.nonfinite = "ignore"
+    assert opt.nonfinite == "apply"
+    opt.step({"w": np.ones(3)})
