@@ -19,6 +19,7 @@ import re
 
 import numpy as np
 
+from npbert.tokenization.declared import entry_fields
 from npbert.tokenization.fast import FastTextEncoder
 from npbert.tokenization.files import SPECIAL_TOKEN_NAMES, token_content
 
@@ -133,8 +134,9 @@ class VocabularyMixin:
 
     @property
     def all_special_tokens(self):
-        """[unk, sep, pad, cls, mask] (those not None), then additional ones, then the other added
-        special tokens, unique."""
+        """[unk, sep, pad, cls, mask] (those not None), then additional ones, then those added with
+        add_tokens(..., special_tokens=True), unique.  (A token a file's added_tokens_decoder marks
+        special is not listed, as in transformers: declared.py.)"""
         tokens = []
         for name in SPECIAL_TOKEN_ATTRIBUTES:
             token = getattr(self, name)
@@ -142,7 +144,7 @@ class VocabularyMixin:
                 tokens.append(str(token))
         tokens += [t for t in self.additional_special_tokens or [] if t not in tokens]
         # tokens added with add_tokens(..., special_tokens=True) too (transformers 5)
-        tokens += [t for t, special in self._added_special.items() if special and t not in tokens]
+        tokens += [t for t in self._listed_special if t not in tokens]
         return tokens
 
     @property
@@ -200,6 +202,8 @@ class VocabularyMixin:
             if content in self.vocab or content in self.added_tokens_encoder:
                 continue
             self._append_added(content, special, normalized)
+            if special:
+                self._listed_special.append(content)
             added += 1
         self._rebuild()
         return added
@@ -287,26 +291,19 @@ class VocabularyMixin:
 
     def _register_added_tokens(self, decoder, where):
         """`added_tokens_decoder` ({id: token or {"content": ..., "special": ...}}, as
-        tokenizer_config.json / tokenizer.json / added_tokens.json hold it): ids inside the
-        vocabulary must be its own entries; the others are added tokens, ids len(vocab), +1, ..."""
+        tokenizer_config.json / tokenizer.json / added_tokens.json hold it, declared.py): an id
+        inside the vocabulary must be its own entry, which is then kept whole in a text (special or
+        not, as transformers keeps it); the others are added tokens, ids len(vocab), +1, ..."""
         beyond = []
         for index, token in (decoder or {}).items():
-            content = token_content(getattr(token, "content", token))
-            try:
-                index = int(index)
-            except (TypeError, ValueError):
-                raise ValueError(f"{where}: added token id {index!r} is not a number") from None
-            if not isinstance(content, str):
-                raise ValueError(f"{where}: the added token at id {index} must be a string, got {content!r:.60}")
-            special = bool(token.get("special", False)) if isinstance(token, dict) else bool(
-                getattr(token, "special", False))
+            index, content, special, normalized = entry_fields(index, token, where)
             if index < len(self.vocab):
                 if self.vocab.get(content) != index:
                     raise ValueError(f"{where} gives the token {content!r} the id {index}, which is "
                                      f"{self.ids_to_tokens.get(index)!r} in the vocabulary.")
+                self._vocab_added[content] = index
+                self._added_special[content], self._added_normalized[content] = special, normalized
             else:
-                normalized = bool(token.get("normalized", not special)) if isinstance(token, dict) else bool(
-                    getattr(token, "normalized", not special))
                 beyond.append((index, content, special, normalized))
         for index, content, special, normalized in sorted(beyond):
             if index != len(self) or content in self.vocab or content in self.added_tokens_encoder:
@@ -321,7 +318,7 @@ class VocabularyMixin:
         self._all_ids = {**self.vocab, **self.added_tokens_encoder} if self.added_tokens_encoder else self.vocab
         # The text is first cut at special and added tokens written in it: longest first, matched
         # on the raw text (transformers' added-tokens trie does the same).
-        whole = list(dict.fromkeys(self.all_special_tokens + list(self.added_tokens_encoder)))
+        whole = list(dict.fromkeys(self.all_special_tokens + list(self.added_tokens_encoder) + list(self._vocab_added)))
         self._segment_ids = {token: self._all_ids[token] for token in whole}
         specials = sorted(whole, key=len, reverse=True)
         self._special_token_re = re.compile("|".join(re.escape(t) for t in specials))
@@ -331,7 +328,7 @@ class VocabularyMixin:
         self._never_split = self.basic_tokenizer.never_split | set(self.all_special_tokens)
         # added tokens found in the lower-cased text (tokenizer._segments_lowered)
         self._match_lowered = self.do_lower_case and any(
-            not self._added_special[t] and self._added_normalized[t] for t in self.added_tokens_encoder)
+            not self._added_special[t] and self._added_normalized[t] for t in self._added_special)
         # (None once set to None: an unknown word, or [CLS]/[SEP] around a text, is then an error)
         self._unk_id, self._cls_id, self._sep_id = (None if token is None else self._all_ids[str(token)]
                                                     for token in (self.unk_token, self.cls_token, self.sep_token))
