@@ -260,34 +260,34 @@ class VocabularyMixin:
 
     def _segments_lowered(self, text):
         """`_segments` for a lower-casing tokenizer with added (non-special) tokens: as
-        transformers' Python tokenizer (4.x) and its Rust tokenizer do, the added tokens are found in
-        the text lower-cased character by character outside the special and added tokens written in
-        it, so "NewWord" finds the added "newword".  The spans are those of the original text."""
-        view, raw_start, raw_end, pos = [], [], [], 0      # per character of the lower-cased view
-
-        def copy(start, end, lower):
-            for i in range(start, end):
-                chars = text[i].lower() if lower else text[i]      # "İ" lowers to two characters
-                view.append(chars)
-                raw_start.extend([i] * len(chars))
-                raw_end.extend([i + 1] * len(chars))
-
+        transformers' Python tokenizer (4.x) and its Rust tokenizer do, every token is first found
+        as written; then, in the text between, the tokens declared `normalized` (non-special) are
+        found in that text lower-cased character by character, so "NewWord" finds the added
+        "newword" (and "[SEP]" or a special "<e1>" is not found in "[sep]", "<E1>").  The spans are
+        those of the original text."""
+        segments, pos = [], 0
         for m in self._special_token_re.finditer(text):
-            copy(pos, m.start(), True)
-            copy(m.start(), m.end(), False)
+            segments += self._lowered_matches(text, pos, m.start())
+            segments.append((m.start(), m.end(), m.group()))
             pos = m.end()
-        copy(pos, len(text), True)
-        view = "".join(view)
-        segments, start = [], 0
-        for m in self._special_token_re.finditer(view):
+        return segments + self._lowered_matches(text, pos, len(text))
+
+    def _lowered_matches(self, text, start, end):
+        """text[start:end] lower-cased -> its segments at the normalized tokens, in `text`'s offsets."""
+        view, raw_start, raw_end = [], [], []           # per character of the lower-cased view
+        for i in range(start, end):
+            chars = text[i].lower()                      # "İ" lowers to two characters
+            view.append(chars)
+            raw_start.extend([i] * len(chars))
+            raw_end.extend([i + 1] * len(chars))
+        segments, pos = [], start
+        for m in self._lowered_token_re.finditer("".join(view)):
             m_start, m_end = raw_start[m.start()], raw_end[m.end() - 1]
-            if start < m_start:
-                segments.append((start, m_start, None))
+            if pos < m_start:
+                segments.append((pos, m_start, None))
             segments.append((m_start, m_end, m.group()))
-            start = m_end
-        if start < len(text):
-            segments.append((start, len(text), None))
-        return segments
+            pos = m_end
+        return segments + ([(pos, end, None)] if pos < end else [])
 
     def _register_added_tokens(self, decoder, where):
         """`added_tokens_decoder` ({id: token or {"content": ..., "special": ...}}, as
@@ -327,8 +327,10 @@ class VocabularyMixin:
         # `never_split` when it tokenizes the text between them).
         self._never_split = self.basic_tokenizer.never_split | set(self.all_special_tokens)
         # added tokens found in the lower-cased text (tokenizer._segments_lowered)
-        self._match_lowered = self.do_lower_case and any(
-            not self._added_special[t] and self._added_normalized[t] for t in self._added_special)
+        lowered = sorted((t for t in self._added_special if not self._added_special[t] and self._added_normalized[t]),
+                         key=len, reverse=True)
+        self._match_lowered = self.do_lower_case and bool(lowered)
+        self._lowered_token_re = re.compile("|".join(re.escape(t) for t in lowered))
         # (None once set to None: an unknown word, or [CLS]/[SEP] around a text, is then an error)
         self._unk_id, self._cls_id, self._sep_id = (None if token is None else self._all_ids[str(token)]
                                                     for token in (self.unk_token, self.cls_token, self.sep_token))
