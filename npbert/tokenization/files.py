@@ -12,7 +12,9 @@
 
 A file that cannot be what it claims (not UTF-8, not a JSON object, a field of the wrong type, an
 empty vocabulary, a special token the vocabulary lacks) stops with a ValueError naming the file,
-the line or field, and what is wrong.  Nothing in a file is executed.
+the line or field, and what is wrong.  A field transformers reads that npbert does not model
+(an added token's lstrip, rstrip or single_word, split_special_tokens: declared.py) is refused
+the same way.  Nothing in a file is executed.
 """
 import contextlib
 import io

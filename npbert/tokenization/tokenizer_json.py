@@ -10,13 +10,15 @@ options hold:
                        "strip_accents": null, "lowercase": true}
     "pre_tokenizer":  {"type": "BertPreTokenizer"}
     "post_processor": [CLS] A [SEP] (B [SEP]): TemplateProcessing or BertProcessing
-    "added_tokens":   [{"id": 100, "content": "[UNK]", "special": true, ...}, ...]
+    "added_tokens":   [{"id": 100, "content": "[UNK]", "special": true, "normalized": false, ...}, ...]
 
 `read_tokenizer_json(path)` checks that it is exactly that (anything else, a BPE or Unigram model,
 another normalizer or pre-tokenizer, is refused with the part that differs) and returns the
 vocabulary's tokens in id order, the options as BertTokenizer's keywords, and the added tokens.
 Its "truncation" and "padding" settings are not read (transformers 5 does not apply them either:
-those come from the call's arguments).  Nothing in the file is executed.
+those come from the call's arguments), nor its post-processor's pair template nor its "decoder"
+(transformers 5's BertTokenizer builds both from its special tokens).  An added token with
+lstrip, rstrip or single_word true is refused (declared.py).  Nothing in the file is executed.
 """
 from npbert.tokenization.declared import refuse_unmodelled_flags
 from npbert.tokenization.jsonfile import read_json_object
