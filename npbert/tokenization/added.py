@@ -185,7 +185,14 @@ class VocabularyMixin:
 
     def add_tokens(self, new_tokens, special_tokens=False):
         """Add tokens beyond the vocabulary: each new one gets the next id (`len(self)`) and is
-        never split.  A token already known is not added again.  Returns how many were added."""
+        never split.  A token already known is not added again; one that is a vocabulary entry keeps
+        its id and is from now on kept whole in a text, as transformers does.  Returns how many were
+        added (beyond the vocabulary)."""
+        return self._add_tokens(new_tokens, special_tokens, list_special=True)
+
+    def _add_tokens(self, new_tokens, special_tokens, list_special):
+        """add_tokens; `list_special`: a new special token goes into all_special_tokens (add_tokens
+        lists it, add_special_tokens lists its tokens itself)."""
         if isinstance(new_tokens, str) or not isinstance(new_tokens, (list, tuple)):
             new_tokens = [new_tokens]
         added = 0
@@ -199,12 +206,16 @@ class VocabularyMixin:
             normalized = bool(getattr(token, "normalized", not special))
             if not special and normalized and self.do_lower_case:
                 content = content.lower()
-            if content in self.vocab or content in self.added_tokens_encoder:
-                continue
-            self._append_added(content, special, normalized)
-            if special:
+            if content in self._vocab_added or content in self.added_tokens_encoder:
+                continue                                  # known already: as it was
+            if content in self.vocab:                     # a vocabulary entry: kept whole from now on
+                self._vocab_added[content] = self.vocab[content]
+                self._added_special[content], self._added_normalized[content] = special, normalized
+            else:
+                self._append_added(content, special, normalized)
+                added += 1
+            if special and list_special:
                 self._listed_special.append(content)
-            added += 1
         self._rebuild()
         return added
 
@@ -232,12 +243,12 @@ class VocabularyMixin:
                 if isinstance(value, str) or not isinstance(value, (list, tuple)):
                     raise ValueError(f"add_special_tokens: {key} must be a list of tokens, got {value!r:.60}")
                 tokens = [str(token_content(getattr(t, "content", t))) for t in value]
-                added += self.add_tokens(tokens, special_tokens=True)
+                added += self._add_tokens(tokens, True, list_special=False)
                 kept = [] if replace_additional_special_tokens else (self.additional_special_tokens or [])
                 self.additional_special_tokens = kept + [t for t in tokens if t not in kept]
             else:
                 token = str(token_content(getattr(value, "content", value)))
-                added += self.add_tokens([token], special_tokens=True)
+                added += self._add_tokens([token], True, list_special=False)
                 self.__dict__["_" + key] = token
         self._rebuild()
         return added

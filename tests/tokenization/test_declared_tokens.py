@@ -47,8 +47,15 @@ def assert_like_transformers(directory, reference_class, python=True):
     theirs = [reference_class.from_pretrained(directory)] if python else []
     theirs.append(transformers.BertTokenizer.from_pretrained(directory))
     for tok in theirs:
-        assert len(ours) == len(tok) and ours.get_vocab() == tok.get_vocab()
         assert ours.all_special_tokens == tok.all_special_tokens
+    return assert_same_tokenizer(ours, theirs, skip_too=python)
+
+
+def assert_same_tokenizer(ours, theirs, skip_too=True):
+    """len, get_vocab, tokens, ids and decode equal to those of each tokenizer in `theirs` where
+    they agree (see assert_like_transformers)."""
+    for tok in theirs:
+        assert len(ours) == len(tok) and ours.get_vocab() == tok.get_vocab()
 
     def check(call, what):
         expected = [call(tok) for tok in theirs]
@@ -61,7 +68,7 @@ def assert_like_transformers(directory, reference_class, python=True):
         check(lambda tok: tok.tokenize(text), text)
         check(lambda tok: tok(text, "x <ent> y")["input_ids"], text)
         ids = ours(text, "x <ent> y")["input_ids"]
-        for skip in (False, True) if python else (False,):     # (skip: the Python one's, see above)
+        for skip in (False, True) if skip_too else (False,):     # (skip: the Python one's, see above)
             check(lambda tok: tok.decode(ids, skip_special_tokens=skip), (text, skip))
     return ours
 
@@ -82,6 +89,39 @@ def test_declared_tokens_inside_and_beyond_the_vocabulary(tmp_path, reference_cl
     ours = assert_like_transformers(folder(tmp_path, "mixed", {"added_tokens_decoder": decoder}), reference_class)
     assert ours.tokenize("<new> brandnew <e1><ent>") == ["<new>", "brandnew", "<e1>", "<ent>"]
     assert len(ours) == len(VOCAB) + 2 and ours.convert_tokens_to_ids(["<new>", "brandnew"]) == [52, 53]
+
+
+def test_add_tokens_of_a_vocabulary_entry(tmp_path, reference_class):
+    """add_tokens of a token vocab.txt has: its id kept, kept whole from then on (transformers' Python
+    tokenizer counts it 0 and lists it with special_tokens=True; the Rust one counts it 1)."""
+    transformers = pytest.importorskip("transformers")
+    directory = folder(tmp_path, "plain", {})
+    for special in (False, True):
+        ours, theirs = BertTokenizer.from_pretrained(directory), reference_class.from_pretrained(directory)
+        rust = transformers.BertTokenizer.from_pretrained(directory)
+        assert [tok.add_tokens(["<ent>", "<brand>"], special_tokens=special) for tok in (ours, theirs)] == [1, 1]
+        rust.add_tokens(["<ent>", "<brand>"], special_tokens=special)
+        assert ours.all_special_tokens == theirs.all_special_tokens
+        assert ("<ent>" in ours.all_special_tokens) is special
+        assert_same_tokenizer(ours, [theirs, rust])
+        assert ours.tokenize("the <ent> cat") == ["the", "<ent>", "cat"]
+        ours.save_pretrained(str(tmp_path / f"saved{special}"))
+        assert_same_tokenizer(BertTokenizer.from_pretrained(str(tmp_path / f"saved{special}")), [ours, theirs])
+
+
+def test_add_special_tokens_replacing_additional_ones(tmp_path, reference_class):
+    """Replaced additional special tokens are no longer listed, and stay whole (a vocabulary entry too)."""
+    directory = folder(tmp_path, "plain", {})
+    ours, theirs = BertTokenizer.from_pretrained(directory), reference_class.from_pretrained(directory)
+    for tok in (ours, theirs):
+        tok.add_special_tokens({"additional_special_tokens": ["<ent>", "<brand>"]})
+        tok.add_special_tokens({"additional_special_tokens": ["<e1>"]})
+        tok.add_tokens(["zz"])
+        tok.add_tokens(["zz", "<s9>"], special_tokens=True)
+    assert ours.all_special_tokens == theirs.all_special_tokens == [
+        "[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]", "<e1>", "<s9>"]
+    assert_same_tokenizer(ours, [theirs])
+    assert ours.tokenize("<ent><brand><e1>") == ["<ent>", "<brand>", "<e1>"]
 
 
 def test_added_tokens_json_inside_the_vocabulary(tmp_path, reference_class):
