@@ -19,6 +19,7 @@ import re
 
 import numpy as np
 
+from npbert.tokenization.declared import entry_fields
 from npbert.tokenization.fast import FastTextEncoder
 from npbert.tokenization.files import SPECIAL_TOKEN_NAMES, token_content
 
@@ -133,8 +134,9 @@ class VocabularyMixin:
 
     @property
     def all_special_tokens(self):
-        """[unk, sep, pad, cls, mask] (those not None), then additional ones, then the other added
-        special tokens, unique."""
+        """[unk, sep, pad, cls, mask] (those not None), then additional ones, then those added with
+        add_tokens(..., special_tokens=True), unique.  (A token a file's added_tokens_decoder marks
+        special is not listed, as in transformers: declared.py.)"""
         tokens = []
         for name in SPECIAL_TOKEN_ATTRIBUTES:
             token = getattr(self, name)
@@ -142,7 +144,7 @@ class VocabularyMixin:
                 tokens.append(str(token))
         tokens += [t for t in self.additional_special_tokens or [] if t not in tokens]
         # tokens added with add_tokens(..., special_tokens=True) too (transformers 5)
-        tokens += [t for t, special in self._added_special.items() if special and t not in tokens]
+        tokens += [t for t in self._listed_special if t not in tokens]
         return tokens
 
     @property
@@ -183,7 +185,14 @@ class VocabularyMixin:
 
     def add_tokens(self, new_tokens, special_tokens=False):
         """Add tokens beyond the vocabulary: each new one gets the next id (`len(self)`) and is
-        never split.  A token already known is not added again.  Returns how many were added."""
+        never split.  A token already known is not added again; one that is a vocabulary entry keeps
+        its id and is from now on kept whole in a text, as transformers does.  Returns how many were
+        added (beyond the vocabulary)."""
+        return self._add_tokens(new_tokens, special_tokens, list_special=True)
+
+    def _add_tokens(self, new_tokens, special_tokens, list_special):
+        """add_tokens; `list_special`: a new special token goes into all_special_tokens (add_tokens
+        lists it, add_special_tokens lists its tokens itself)."""
         if isinstance(new_tokens, str) or not isinstance(new_tokens, (list, tuple)):
             new_tokens = [new_tokens]
         added = 0
@@ -197,10 +206,16 @@ class VocabularyMixin:
             normalized = bool(getattr(token, "normalized", not special))
             if not special and normalized and self.do_lower_case:
                 content = content.lower()
-            if content in self.vocab or content in self.added_tokens_encoder:
-                continue
-            self._append_added(content, special, normalized)
-            added += 1
+            if content in self._vocab_added or content in self.added_tokens_encoder:
+                continue                                  # known already: as it was
+            if content in self.vocab:                     # a vocabulary entry: kept whole from now on
+                self._vocab_added[content] = self.vocab[content]
+                self._added_special[content], self._added_normalized[content] = special, normalized
+            else:
+                self._append_added(content, special, normalized)
+                added += 1
+            if special and list_special:
+                self._listed_special.append(content)
         self._rebuild()
         return added
 
@@ -228,12 +243,12 @@ class VocabularyMixin:
                 if isinstance(value, str) or not isinstance(value, (list, tuple)):
                     raise ValueError(f"add_special_tokens: {key} must be a list of tokens, got {value!r:.60}")
                 tokens = [str(token_content(getattr(t, "content", t))) for t in value]
-                added += self.add_tokens(tokens, special_tokens=True)
+                added += self._add_tokens(tokens, True, list_special=False)
                 kept = [] if replace_additional_special_tokens else (self.additional_special_tokens or [])
                 self.additional_special_tokens = kept + [t for t in tokens if t not in kept]
             else:
                 token = str(token_content(getattr(value, "content", value)))
-                added += self.add_tokens([token], special_tokens=True)
+                added += self._add_tokens([token], True, list_special=False)
                 self.__dict__["_" + key] = token
         self._rebuild()
         return added
@@ -256,57 +271,50 @@ class VocabularyMixin:
 
     def _segments_lowered(self, text):
         """`_segments` for a lower-casing tokenizer with added (non-special) tokens: as
-        transformers' Python tokenizer (4.x) and its Rust tokenizer do, the added tokens are found in
-        the text lower-cased character by character outside the special and added tokens written in
-        it, so "NewWord" finds the added "newword".  The spans are those of the original text."""
-        view, raw_start, raw_end, pos = [], [], [], 0      # per character of the lower-cased view
-
-        def copy(start, end, lower):
-            for i in range(start, end):
-                chars = text[i].lower() if lower else text[i]      # "İ" lowers to two characters
-                view.append(chars)
-                raw_start.extend([i] * len(chars))
-                raw_end.extend([i + 1] * len(chars))
-
+        transformers' Python tokenizer (4.x) and its Rust tokenizer do, every token is first found
+        as written; then, in the text between, the tokens declared `normalized` (non-special) are
+        found in that text lower-cased character by character, so "NewWord" finds the added
+        "newword" (and "[SEP]" or a special "<e1>" is not found in "[sep]", "<E1>").  The spans are
+        those of the original text."""
+        segments, pos = [], 0
         for m in self._special_token_re.finditer(text):
-            copy(pos, m.start(), True)
-            copy(m.start(), m.end(), False)
+            segments += self._lowered_matches(text, pos, m.start())
+            segments.append((m.start(), m.end(), m.group()))
             pos = m.end()
-        copy(pos, len(text), True)
-        view = "".join(view)
-        segments, start = [], 0
-        for m in self._special_token_re.finditer(view):
+        return segments + self._lowered_matches(text, pos, len(text))
+
+    def _lowered_matches(self, text, start, end):
+        """text[start:end] lower-cased -> its segments at the normalized tokens, in `text`'s offsets."""
+        view, raw_start, raw_end = [], [], []           # per character of the lower-cased view
+        for i in range(start, end):
+            chars = text[i].lower()                      # "İ" lowers to two characters
+            view.append(chars)
+            raw_start.extend([i] * len(chars))
+            raw_end.extend([i + 1] * len(chars))
+        segments, pos = [], start
+        for m in self._lowered_token_re.finditer("".join(view)):
             m_start, m_end = raw_start[m.start()], raw_end[m.end() - 1]
-            if start < m_start:
-                segments.append((start, m_start, None))
+            if pos < m_start:
+                segments.append((pos, m_start, None))
             segments.append((m_start, m_end, m.group()))
-            start = m_end
-        if start < len(text):
-            segments.append((start, len(text), None))
-        return segments
+            pos = m_end
+        return segments + ([(pos, end, None)] if pos < end else [])
 
     def _register_added_tokens(self, decoder, where):
         """`added_tokens_decoder` ({id: token or {"content": ..., "special": ...}}, as
-        tokenizer_config.json / tokenizer.json / added_tokens.json hold it): ids inside the
-        vocabulary must be its own entries; the others are added tokens, ids len(vocab), +1, ..."""
+        tokenizer_config.json / tokenizer.json / added_tokens.json hold it, declared.py): an id
+        inside the vocabulary must be its own entry, which is then kept whole in a text (special or
+        not, as transformers keeps it); the others are added tokens, ids len(vocab), +1, ..."""
         beyond = []
         for index, token in (decoder or {}).items():
-            content = token_content(getattr(token, "content", token))
-            try:
-                index = int(index)
-            except (TypeError, ValueError):
-                raise ValueError(f"{where}: added token id {index!r} is not a number") from None
-            if not isinstance(content, str):
-                raise ValueError(f"{where}: the added token at id {index} must be a string, got {content!r:.60}")
-            special = bool(token.get("special", False)) if isinstance(token, dict) else bool(
-                getattr(token, "special", False))
+            index, content, special, normalized = entry_fields(index, token, where)
             if index < len(self.vocab):
                 if self.vocab.get(content) != index:
                     raise ValueError(f"{where} gives the token {content!r} the id {index}, which is "
                                      f"{self.ids_to_tokens.get(index)!r} in the vocabulary.")
+                self._vocab_added[content] = index
+                self._added_special[content], self._added_normalized[content] = special, normalized
             else:
-                normalized = bool(token.get("normalized", not special)) if isinstance(token, dict) else bool(
-                    getattr(token, "normalized", not special))
                 beyond.append((index, content, special, normalized))
         for index, content, special, normalized in sorted(beyond):
             if index != len(self) or content in self.vocab or content in self.added_tokens_encoder:
@@ -321,7 +329,7 @@ class VocabularyMixin:
         self._all_ids = {**self.vocab, **self.added_tokens_encoder} if self.added_tokens_encoder else self.vocab
         # The text is first cut at special and added tokens written in it: longest first, matched
         # on the raw text (transformers' added-tokens trie does the same).
-        whole = list(dict.fromkeys(self.all_special_tokens + list(self.added_tokens_encoder)))
+        whole = list(dict.fromkeys(self.all_special_tokens + list(self.added_tokens_encoder) + list(self._vocab_added)))
         self._segment_ids = {token: self._all_ids[token] for token in whole}
         specials = sorted(whole, key=len, reverse=True)
         self._special_token_re = re.compile("|".join(re.escape(t) for t in specials))
@@ -330,8 +338,10 @@ class VocabularyMixin:
         # `never_split` when it tokenizes the text between them).
         self._never_split = self.basic_tokenizer.never_split | set(self.all_special_tokens)
         # added tokens found in the lower-cased text (tokenizer._segments_lowered)
-        self._match_lowered = self.do_lower_case and any(
-            not self._added_special[t] and self._added_normalized[t] for t in self.added_tokens_encoder)
+        lowered = sorted((t for t in self._added_special if not self._added_special[t] and self._added_normalized[t]),
+                         key=len, reverse=True)
+        self._match_lowered = self.do_lower_case and bool(lowered)
+        self._lowered_token_re = re.compile("|".join(re.escape(t) for t in lowered))
         # (None once set to None: an unknown word, or [CLS]/[SEP] around a text, is then an error)
         self._unk_id, self._cls_id, self._sep_id = (None if token is None else self._all_ids[str(token)]
                                                     for token in (self.unk_token, self.cls_token, self.sep_token))

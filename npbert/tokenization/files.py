@@ -12,7 +12,9 @@
 
 A file that cannot be what it claims (not UTF-8, not a JSON object, a field of the wrong type, an
 empty vocabulary, a special token the vocabulary lacks) stops with a ValueError naming the file,
-the line or field, and what is wrong.  Nothing in a file is executed.
+the line or field, and what is wrong.  A field transformers reads that npbert does not model
+(an added token's lstrip, rstrip or single_word, split_special_tokens: declared.py) is refused
+the same way.  Nothing in a file is executed.
 """
 import contextlib
 import io
@@ -21,6 +23,8 @@ import os
 
 from npbert.io._atomic import atomic_write
 from npbert.io.hub import HUB_ONLY_KEYWORDS, hub_name_message
+from npbert.tokenization.declared import (check_token_fields, entries_to_save, listed_special_tokens,
+                                          refuse_unmodelled_flags)
 from npbert.tokenization.jsonfile import _json_kind, decode_utf8, read_json_object
 from npbert.tokenization.tokenizer_json import read_tokenizer_json, tokens_in_id_order
 
@@ -190,16 +194,22 @@ class PretrainedFilesMixin:
 
         config_file = os.path.join(path, TOKENIZER_CONFIG_FILE)
         config = read_json_object(config_file) if os.path.isfile(config_file) else {}
+        check_token_fields(config, config_file)
         added = config.pop("added_tokens_decoder", None)
+        if added is not None and not isinstance(added, dict):
+            raise ValueError(f"{config_file}: 'added_tokens_decoder' must be an object {{id: token}}, got "
+                             f"{_json_kind(added)}")
+        for index, entry in (added or {}).items():
+            refuse_unmodelled_flags(entry, config_file, f"'added_tokens_decoder' entry {index}")
         map_file = os.path.join(path, SPECIAL_TOKENS_MAP_FILE)
-        if added is None and os.path.isfile(map_file):
-            config.update(read_json_object(map_file))
+        if added is None and os.path.isfile(map_file):   # (as transformers: not read beside added_tokens_decoder)
+            special_map = read_json_object(map_file)
+            check_token_fields(special_map, map_file)
+            config.update(special_map)
             config_file = f"{config_file} / {map_file}"
-        extra = config.pop("extra_special_tokens", None)
-        if isinstance(extra, dict):          # transformers 5 may write {} or {name: token}
-            extra = list(extra.values())
-        if extra and "additional_special_tokens" not in config:
-            config["additional_special_tokens"] = extra
+        listed = listed_special_tokens(config, config_file)   # extra_special_tokens, as transformers 5 reads it
+        if listed is not None:
+            config["additional_special_tokens"] = listed
 
         # (max_input_chars_per_word is an argument only: transformers does not read it from a file)
         init.update({key: value for key, value in config.items()
@@ -217,9 +227,6 @@ class PretrainedFilesMixin:
         if isinstance(init.get("model_max_length"), float):
             init["model_max_length"] = int(init["model_max_length"])
         decoder = _decoder(json_added or [])
-        if added is not None and not isinstance(added, dict):
-            raise ValueError(f"{config_file}: 'added_tokens_decoder' must be an object {{id: token}}, got "
-                             f"{_json_kind(added)}")
         decoder = _merge_decoders(decoder, added or {}, config_file)
         added_file = os.path.join(path, ADDED_TOKENS_FILE)
         if os.path.isfile(added_file):
@@ -290,13 +297,14 @@ class PretrainedFilesMixin:
         config = dict(self._init_config)
         config.update({name: getattr(self, name) for name in SPECIAL_TOKEN_NAMES})
         config.update({name: getattr(self, name) for name in ("bos_token", "eos_token") if getattr(self, name)})
-        if self.additional_special_tokens:
-            config["additional_special_tokens"] = list(self.additional_special_tokens)
-        if self.added_tokens_encoder:        # as transformers writes them (its own special tokens aside)
-            config["added_tokens_decoder"] = {
-                str(index): {"content": token, "lstrip": False, "normalized": self._added_normalized[token],
-                             "rstrip": False, "single_word": False, "special": self._added_special[token]}
-                for token, index in self.added_tokens_encoder.items()}
+        additional = list(self.additional_special_tokens or [])
+        listed = [t for t in self._listed_special if t not in additional]
+        if listed:           # add_tokens(..., special_tokens=True): transformers 5 lists them here
+            config["extra_special_tokens"] = additional + listed
+        elif additional:
+            config["additional_special_tokens"] = additional
+        if self.added_tokens_encoder or self._vocab_added:     # every token the files declared, and those added
+            config["added_tokens_decoder"] = entries_to_save(self)
         if self.model_input_names != ["input_ids", "token_type_ids", "attention_mask"]:
             config["model_input_names"] = list(self.model_input_names)
         config.update(self._unused_init_kwargs)
@@ -346,8 +354,8 @@ def _not_a_directory(path):
 
 
 def _decoder(added):
-    """tokenizer.json's added tokens [(id, content, special)] -> {id: {"content", "special"}}."""
-    return {index: {"content": content, "special": special} for index, content, special in added}
+    """tokenizer.json's added tokens [{"id", "content", "special", ...}] -> {id: entry}."""
+    return {entry["id"]: entry for entry in added}
 
 
 def _merge_decoders(decoder, more, source):

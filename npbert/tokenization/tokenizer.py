@@ -118,6 +118,8 @@ class BertTokenizer(VocabularyMixin, TokenizerExtras, EncodeMixin, WindowsMixin,
         self.additional_special_tokens = [str(token_content(getattr(t, "content", t))) for t in extra]
         where = f"'{vocab_file}'" if not isinstance(vocab_file, dict) else "given"
         self.added_tokens_encoder, self._added_special, self._added_normalized = {}, {}, {}
+        # vocabulary entries a file declares (kept whole in a text), tokens add_tokens(special_tokens=True) lists
+        self._vocab_added, self._listed_special = {}, []
         self._all_ids = self.vocab
         self._register_added_tokens(kwargs.pop("added_tokens_decoder", None), added_source or f"The vocabulary {where}")
         # bos/eos and additional special tokens given but not in the vocabulary are added after it,

@@ -10,14 +10,17 @@ options hold:
                        "strip_accents": null, "lowercase": true}
     "pre_tokenizer":  {"type": "BertPreTokenizer"}
     "post_processor": [CLS] A [SEP] (B [SEP]): TemplateProcessing or BertProcessing
-    "added_tokens":   [{"id": 100, "content": "[UNK]", "special": true, ...}, ...]
+    "added_tokens":   [{"id": 100, "content": "[UNK]", "special": true, "normalized": false, ...}, ...]
 
 `read_tokenizer_json(path)` checks that it is exactly that (anything else, a BPE or Unigram model,
 another normalizer or pre-tokenizer, is refused with the part that differs) and returns the
 vocabulary's tokens in id order, the options as BertTokenizer's keywords, and the added tokens.
 Its "truncation" and "padding" settings are not read (transformers 5 does not apply them either:
-those come from the call's arguments).  Nothing in the file is executed.
+those come from the call's arguments), nor its post-processor's pair template nor its "decoder"
+(transformers 5's BertTokenizer builds both from its special tokens).  An added token with
+lstrip, rstrip or single_word true is refused (declared.py).  Nothing in the file is executed.
 """
+from npbert.tokenization.declared import refuse_unmodelled_flags
 from npbert.tokenization.jsonfile import read_json_object
 
 _NORMALIZER_OPTIONS = {"lowercase": "do_lower_case", "handle_chinese_chars": "tokenize_chinese_chars",
@@ -35,7 +38,7 @@ def _kind(value):
 
 def read_tokenizer_json(path):
     """tokenizer.json -> (tokens in id order, options for BertTokenizer, added tokens
-    [(id, content, special)])."""
+    [{"id", "content", "special", "normalized", ...}])."""
     data = read_json_object(path)
     model = data.get("model")
     if not isinstance(model, dict) or model.get("type", "WordPiece" if "vocab" in (model or {}) else None) != "WordPiece":
@@ -109,5 +112,6 @@ def _added_tokens(path, added):
         if not (isinstance(entry, dict) and isinstance(entry.get("id"), int) and isinstance(entry.get("content"), str)):
             raise ValueError(f"{path}: an added token must be {{\"id\": number, \"content\": string, ...}}, "
                              f"got {entry!r:.80}")
-        out.append((entry["id"], entry["content"], bool(entry.get("special", False))))
+        refuse_unmodelled_flags(entry, path, f"'added_tokens' entry {entry['id']}")
+        out.append(entry)
     return out
