@@ -73,6 +73,7 @@ class TrainingArguments:
     optim: str = "adamw"
     dataloader_drop_last: bool = False
     label_names: list = None
+    remove_unused_columns: bool = True
     layerwise_lr_decay: float = None
     head_learning_rate: float = None
     early_stopping_patience: int = None

@@ -66,7 +66,6 @@ IGNORED = {
     "dataloader_num_workers": (0, _LOADER), "dataloader_pin_memory": (True, _LOADER),
     "dataloader_persistent_workers": (False, _LOADER), "dataloader_prefetch_factor": (None, _LOADER),
     "dataloader_multiprocessing_context": (None, _LOADER), "dataloader_in_order": (True, _LOADER),
-    "remove_unused_columns": (True, "npbert's collators take the model's input columns and leave the others"),
     "length_column_name": ("length", "npbert does not group batches by length"),
     "eval_delay": (0, _EVAL), "eval_on_start": (False, _EVAL), "prediction_loss_only": (False, _EVAL),
     "eval_do_concat_batches": (True, _EVAL), "eval_use_gather_object": (False, _EVAL),
