@@ -4,7 +4,7 @@ A tutorial that calls one of them gets one line saying what it called and what t
 instead, not an AttributeError from deep inside or, worse, a keyword taken and ignored.
 
     refuse_keywords(where, kwargs, REFUSED)   a TypeError for the first refused keyword given
-                                              a value other than None (the default of each)
+                                              a value other than None or False (the defaults)
     refused_method(name, instead)             a method that raises NotImplementedError
     install(cls, {name: instead})             refused_method for each name, on cls
 
@@ -18,9 +18,9 @@ def message(where, name, instead):
 
 def refuse_keywords(where, kwargs, refused):
     """TypeError naming the first keyword of `kwargs` in `refused` ({name: what to do instead})
-    whose value is not None."""
+    whose value is not None or False (what asks for nothing)."""
     for name, value in kwargs.items():
-        if name in refused and value is not None:
+        if name in refused and value is not None and value is not False:
             raise TypeError(message(where, name, refused[name]))
 
 

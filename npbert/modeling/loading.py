@@ -129,7 +129,7 @@ class CheckpointMixin:
                            "error_msgs": []}
         return model
 
-    def save_pretrained(self, directory, format="safetensors", manifest=True):
+    def save_pretrained(self, save_directory, format="safetensors", manifest=True):
         """Write config.json and model.safetensors (or npbert_model.h5 with format="h5"),
         loadable by transformers' `from_pretrained` (safetensors).  Both files are written into
         a temporary directory and moved into place together (npbert.io.atomic_dir): a kill or a
@@ -137,6 +137,7 @@ class CheckpointMixin:
         manifest.json with the weights' size and SHA-256 goes with them; from_pretrained checks it
         (manifest=False: none, for a writer that lists the whole directory itself, last, as the
         Trainer's checkpoints do: there a manifest means the directory is complete)."""
+        directory = save_directory
         if os.path.exists(directory) and not os.path.isdir(directory):
             raise NotADirectoryError(f"save_pretrained({directory!r}): that path is an existing file; "
                                      "save_pretrained writes a directory (config.json and the weights)")

@@ -259,7 +259,8 @@ class Trainer(api.TrainerAPI, Evaluation, Checkpointing):
                 lr = self._last_lr
                 self.progress.update(st.global_step, st.epoch, loss, lr, norm)
                 epoch_end = u == updates_per_epoch - 1
-                if st.global_step % st.logging_steps == 0 or (a.logging_first_step and st.global_step == 1):
+                log_first = a.logging_first_step and st.global_step == 1
+                if self._due(a.logging_strategy, st.logging_steps, epoch_end) or log_first:
                     entry = {"loss": round(loss_since_log / steps_since_log, 4), "learning_rate": lr,
                              "epoch": round(st.epoch, 4), "step": st.global_step}
                     if norm is not None:
