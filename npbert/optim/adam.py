@@ -113,6 +113,12 @@ class AdamW(Adam):
     _decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, amsgrad=False, *,
-                 maximize=False):
+                 maximize=False, correct_bias=True, no_deprecation_warning=False):
+        # transformers 4's own AdamW took correct_bias (and no_deprecation_warning, which silenced
+        # the FutureWarning npbert does not give): True is torch's bias-corrected update, this one
+        if correct_bias is not True:
+            raise TypeError(unsupported.message(
+                "AdamW()", "correct_bias", "npbert.AdamW is torch.optim.AdamW, always bias-corrected; transformers "
+                "4's AdamW(correct_bias=False) is close to npbert.optim.BertAdam (docs/optimizers.md)"))
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                          maximize=maximize)

@@ -233,3 +233,37 @@ def test_adam_decoupled_weight_decay_and_step_closure():
     assert calls == [1]
     with pytest.raises(TypeError, match="`amsgrad` is not supported"):
         npbert.optim.AdamW(a.parameters(), amsgrad=True)
+
+
+def test_import_npbert_reaches_the_submodules_and_the_base_classes():
+    """After `import npbert` alone (a fresh interpreter), the submodules a tutorial names through
+    the package are there, and transformers' base classes are the BERT classes."""
+    import subprocess
+    import sys
+    probe = ("import npbert\n"
+             "for name in ('nn', 'nn.functional', 'functional', 'optim', 'training', 'data', 'losses', 'outputs',\n"
+             "             'tokenization', 'modeling', 'pipelines'):\n"
+             "    obj = npbert\n"
+             "    for part in name.split('.'):\n"
+             "        obj = getattr(obj, part)\n"
+             "assert issubclass(npbert.BertForMaskedLM, npbert.PreTrainedModel)\n"
+             "assert npbert.PreTrainedTokenizerBase is npbert.BertTokenizer and npbert.PretrainedConfig is npbert.BertConfig\n"
+             "assert npbert.Trainer is npbert.training.Trainer\n"
+             "print('ok')\n")
+    root = __file__.rsplit("/tests/", 1)[0]
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": root, "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_transformers_4_adamw_keywords():
+    """transformers 4's AdamW(correct_bias=True, no_deprecation_warning=...) is torch's AdamW, which
+    npbert.AdamW is; correct_bias=False (no bias correction) is refused naming BertAdam."""
+    a, b = model(), model()
+    grads = {n: np.full_like(p, 0.01) for n, p in a.named_parameters()}
+    npbert.AdamW(a.parameters(), lr=0.1, correct_bias=True, no_deprecation_warning=True).step(grads)
+    npbert.AdamW(b.parameters(), lr=0.1).step(grads)
+    for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+        np.testing.assert_array_equal(p, q, err_msg=n)
+    with pytest.raises(TypeError, match="`correct_bias` is not supported in npbert: .*BertAdam"):
+        npbert.AdamW(a.parameters(), correct_bias=False)
