@@ -190,6 +190,8 @@ def test_the_trainers_small_methods(tmp_path, capsys):
     out = tmp_path / "out"
     assert json.loads((out / "eval_results.json").read_text()) == metrics
     assert json.loads((out / "all_results.json").read_text()) == {**metrics, "train_loss": 1.0}
+    t.save_state()
+    assert json.loads((out / "trainer_state.json").read_text())["log_history"][-1]["custom"] == 1.5
     with pytest.warns(FutureWarning, match="processing_class"):
         assert t.tokenizer is None
     with pytest.raises(NotImplementedError, match="`get_train_dataloader` is not supported in npbert: .*DataLoader"):
