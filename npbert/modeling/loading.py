@@ -42,8 +42,8 @@ def _user_stacklevel():
 
 class CheckpointMixin:
     @classmethod
-    def from_pretrained(cls, path, dtype=np.float32, config=None, from_tf=False, output_loading_info=False,
-                        **kwargs):
+    def from_pretrained(cls, pretrained_model_name_or_path, dtype=np.float32, config=None, from_tf=False,
+                        output_loading_info=False, **kwargs):
         """Load `path`: a directory holding a config and one weights file, or a weights file.
 
         Formats: model.safetensors, pytorch_model.bin, tf_model.h5, Google's bert_model.ckpt,
@@ -61,7 +61,7 @@ class CheckpointMixin:
         (model, {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"}) as transformers.
         """
         pop_hub_keywords(kwargs)
-        path = os.fspath(path)
+        path = os.fspath(pretrained_model_name_or_path)
         if not os.path.exists(path) and not os.path.exists(path + ".index"):
             raise io.CheckpointError(f"{cls.__name__}.from_pretrained: '{path}' is not a directory or a weights file."
                                      + hub_name_message(path, "models", "AutoModel"))
