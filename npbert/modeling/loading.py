@@ -61,6 +61,10 @@ class CheckpointMixin:
         (model, {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"}) as transformers.
         """
         pop_hub_keywords(kwargs)
+        if "torch_dtype" in kwargs:          # transformers' old name of dtype (renamed in 4.56)
+            warnings.warn("`torch_dtype` is deprecated! Use `dtype` instead!", FutureWarning,
+                          stacklevel=_user_stacklevel())
+            dtype = _numpy_dtype(kwargs.pop("torch_dtype"))
         path = os.fspath(pretrained_model_name_or_path)
         if not os.path.exists(path) and not os.path.exists(path + ".index"):
             raise io.CheckpointError(f"{cls.__name__}.from_pretrained: '{path}' is not a directory or a weights file."
@@ -129,7 +133,7 @@ class CheckpointMixin:
                            "error_msgs": []}
         return model
 
-    def save_pretrained(self, save_directory, format="safetensors", manifest=True):
+    def save_pretrained(self, save_directory, format="safetensors", manifest=True, safe_serialization=True):
         """Write config.json and model.safetensors (or npbert_model.h5 with format="h5"),
         loadable by transformers' `from_pretrained` (safetensors).  Both files are written into
         a temporary directory and moved into place together (npbert.io.atomic_dir): a kill or a
@@ -138,6 +142,9 @@ class CheckpointMixin:
         (manifest=False: none, for a writer that lists the whole directory itself, last, as the
         Trainer's checkpoints do: there a manifest means the directory is complete)."""
         directory = save_directory
+        if safe_serialization is not True:       # transformers 4's keyword: True is safetensors, what npbert writes
+            raise ValueError("save_pretrained(safe_serialization=False): npbert writes model.safetensors (or its own "
+                             ".h5 with format='h5'), not pytorch_model.bin; leave safe_serialization=True")
         if os.path.exists(directory) and not os.path.isdir(directory):
             raise NotADirectoryError(f"save_pretrained({directory!r}): that path is an existing file; "
                                      "save_pretrained writes a directory (config.json and the weights)")
@@ -157,6 +164,12 @@ class CheckpointMixin:
             # the weights' SHA-256, which from_pretrained checks (npbert/io/manifest.py)
             if manifest:
                 io.write_manifest(tmp, names=[weights], keep_from=directory if os.path.isdir(directory) else None)
+
+
+def _numpy_dtype(dtype):
+    """torch.float32 / torch.float64 (or their names) as NumPy's; others are left to the model's check."""
+    name = str(dtype).replace("torch.", "")
+    return {"float32": np.float32, "float": np.float32, "float64": np.float64, "double": np.float64}.get(name, dtype)
 
 
 def _split_kwargs(cls, kwargs, stored):

@@ -269,3 +269,14 @@ def test_transformers_4_adamw_keywords():
         np.testing.assert_array_equal(p, q, err_msg=n)
     with pytest.raises(TypeError, match="`correct_bias` is not supported in npbert: .*BertAdam"):
         npbert.AdamW(a.parameters(), correct_bias=False)
+
+
+def test_transformers_4_loading_and_saving_keywords(tmp_path):
+    """from_pretrained(torch_dtype=) is dtype= with transformers' FutureWarning; save_pretrained(
+    safe_serialization=True) is what npbert writes, False is refused."""
+    model().save_pretrained(tmp_path / "m", safe_serialization=True)
+    with pytest.warns(FutureWarning, match="Use `dtype` instead"):
+        loaded = npbert.BertForSequenceClassification.from_pretrained(str(tmp_path / "m"), torch_dtype="float64")
+    assert loaded.state.dtype == np.float64
+    with pytest.raises(ValueError, match="safe_serialization=False"):
+        model().save_pretrained(tmp_path / "n", safe_serialization=False)
