@@ -77,6 +77,14 @@ def page(found, verdicts, messages):
              "npbert raises every refusal quoted here.", "",
              f"{len(verdicts)} names and keywords: {counts['supported']} supported, {counts['refused']} refused, "
              f"{counts['not applicable']} not applicable.", "",
+             "transformers 5 has no question-answering pipeline any more; npbert's `pipeline('question-answering')` "
+             "gives transformers 4.57's answers (tests/pipelines/test_qa_pipeline_vs_4_57.py). Names of transformers "
+             "4.x that tutorials still use are taken as transformers took them, with its FutureWarning: "
+             "`Trainer(tokenizer=)` (now `processing_class`), `TrainingArguments(evaluation_strategy=)` (now "
+             "`eval_strategy`), `from_pretrained(torch_dtype=)` (now `dtype`). `save_pretrained(safe_serialization=True)` "
+             "and `AdamW(correct_bias=True)` are accepted, their other value refused; `npbert.AdamW` is torch's "
+             "AdamW, so transformers 4's `AdamW` defaults (eps=1e-6, weight_decay=0.0) must be passed to get its "
+             "numbers (docs/read-along/001-how-to-apply-a-bert.md).", "",
              "## Arrays, not tensors", "",
              "npbert computes on NumPy arrays in one process (or MPI ranks). What a tutorial does with torch "
              "tensors or accelerate, and the npbert way:", "",

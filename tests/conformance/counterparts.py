@@ -13,8 +13,6 @@ import inspect
 import os
 import re
 
-import numpy as np
-
 KEY = re.compile(r"^(?P<label>\w+)(?:\.(?P<name>\w+))?(?:\((?P<kw>\w+)\))?$")
 PIPELINE_KEY = re.compile(r"^pipeline\('(?P<task>[\w-]+)'\)\((?P<kw>\w+)\)$")
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "##s", "a", "dog"]
@@ -53,7 +51,6 @@ class Objects(dict):
         import npbert
         import npbert.optim
         import npbert.training
-        from npbert.tokenization import BatchEncoding  # noqa: F401 (the class; an instance below)
         if label in ("PreTrainedTokenizerBase", "BertTokenizer"):
             path = os.path.join(self.tmp_dir, "vocab.txt")
             with open(path, "w") as f:
@@ -153,7 +150,3 @@ def trigger(objects, key):
     except Exception as e:              # noqa: BLE001 (the point: what was raised)
         return e
     return None
-
-
-def dummy_array():
-    return np.zeros(1)
