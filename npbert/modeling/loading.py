@@ -43,7 +43,7 @@ def _user_stacklevel():
 class CheckpointMixin:
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, dtype=np.float32, config=None, from_tf=False,
-                        output_loading_info=False, **kwargs):
+                        output_loading_info=False, ignore_mismatched_sizes=False, **kwargs):
         """Load `path`: a directory holding a config and one weights file, or a weights file.
 
         Formats: model.safetensors, pytorch_model.bin, tf_model.h5, Google's bert_model.ckpt,
@@ -57,7 +57,8 @@ class CheckpointMixin:
         files only); any other keyword is an error, and a config whose `model_type` is not "bert"
         a warning.  Keys the class does not use are named in a warning; a missing task head (or
         pooler) is initialised fresh with a warning naming its keys; any other missing key, or a
-        shape that does not fit, is an error naming the key.  `output_loading_info=True` returns
+        shape that does not fit, is an error naming the key (with ignore_mismatched_sizes=True, as
+        transformers, a weight whose shape does not fit is drawn fresh, with a warning naming it).  `output_loading_info=True` returns
         (model, {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"}) as transformers.
         """
         pop_hub_keywords(kwargs)
@@ -103,7 +104,14 @@ class CheckpointMixin:
             model = cls(config, dtype=dtype, **model_kwargs)
         expected = {name: p.shape for name, p in model.state.params.items()}
         result = io.match_state_dict(checkpoint, expected, base_model_prefix=cls.base_model_prefix)
-        if result.mismatched:
+        resized = []
+        if result.mismatched and ignore_mismatched_sizes:    # as transformers: drawn fresh, with a warning
+            resized = [k for k, _, _ in result.mismatched]
+            warnings.warn(f"Some weights of {cls.__name__} were not initialized from {weights_file} and are newly "
+                          "initialized because the shapes did not match: " + "; ".join(
+                              f"{k}: found shape {tuple(c)} in the checkpoint and {tuple(m)} in the model"
+                              for k, c, m in result.mismatched), stacklevel=_user_stacklevel())
+        elif result.mismatched:
             shown = 5
             lines = [f"  {k}: checkpoint {tuple(c)}, model {tuple(m)}" for k, c, m in result.mismatched[:shown]]
             if len(result.mismatched) > shown:
@@ -122,14 +130,15 @@ class CheckpointMixin:
         if fresh:
             warnings.warn(f"Some weights of {cls.__name__} were not in {weights_file} and are newly "
                           f"initialized: {fresh}", stacklevel=_user_stacklevel())
-        model._init_weights(fresh)
+        model._init_weights(fresh + resized)
         dtype = model.state.dtype
         for name, value in result.state_dict.items():
             model.state.params[name] = np.array(value, dtype=dtype, copy=True)
         share_qkv_memory(model.state)     # Q, K, V as blocks of one array (npbert/modeling/fast_attention.py)
         model.eval()                 # as transformers' from_pretrained
         if output_loading_info:
-            return model, {"missing_keys": fresh, "unexpected_keys": list(result.unexpected), "mismatched_keys": [],
+            return model, {"missing_keys": fresh, "unexpected_keys": list(result.unexpected),
+                           "mismatched_keys": list(result.mismatched),
                            "error_msgs": []}
         return model
 

@@ -118,6 +118,7 @@ SUPPORTED = {
     "tests/training/test_gradient_checkpointing.py::test_the_gradients_are_the_same_bit_for_bit": [
         "PreTrainedModel.gradient_checkpointing_*", "PreTrainedModel.is_gradient_checkpointing",
         "PreTrainedModel.supports_gradient_checkpointing"],
+    T + "test_transformers_4_loading_and_saving_keywords": ["PreTrainedModel.from_pretrained(ignore_mismatched_sizes)"],
     T + "test_the_models_small_attributes": [
         "PreTrainedModel.device", "PreTrainedModel.main_input_name", "PreTrainedModel.get_memory_footprint",
         "PreTrainedModel.get_memory_footprint(return_buffers)", "Module.get_parameter", "Module.get_parameter(target)",
@@ -222,7 +223,7 @@ NOT_APPLICABLE = {
                "PreTrainedModel.from_pretrained(use_safetensors)", "PreTrainedModel.from_pretrained(weights_only)",
                "PreTrainedModel.from_pretrained(fusion_config)", "PreTrainedModel.from_pretrained(disable_mmap)",
                "PreTrainedModel.save_pretrained(state_dict)", "PreTrainedModel.save_pretrained(save_*_format)",
-               "PreTrainedModel.is_backend_compatible", "PreTrainedModel.from_pretrained(ignore_mismatched_sizes)",
+               "PreTrainedModel.is_backend_compatible", 
                "pipeline(config)", "pipeline(model_kwargs)", "pipeline(pipeline_class)"],
     _PEFT: ["PreTrainedModel.*adapter*", "PreTrainedModel.enable_peft_hotswap*"],
     _KERNELS: ["PreTrainedModel.*kernel*", "PreTrainedModel.*experts*", "PreTrainedModel.*attn_implementation*"],

@@ -280,3 +280,11 @@ def test_transformers_4_loading_and_saving_keywords(tmp_path):
     assert loaded.state.dtype == np.float64
     with pytest.raises(ValueError, match="safe_serialization=False"):
         model().save_pretrained(tmp_path / "n", safe_serialization=False)
+    # ignore_mismatched_sizes: a head of another size drawn fresh, as transformers, the rest loaded
+    with pytest.raises(ValueError, match="shapes do not fit"):
+        npbert.BertForSequenceClassification.from_pretrained(str(tmp_path / "m"), num_labels=5)
+    with pytest.warns(UserWarning, match=r"classifier.weight: found shape \(2, 16\) in the checkpoint and \(5, 16\)"):
+        five, info = npbert.BertForSequenceClassification.from_pretrained(
+            str(tmp_path / "m"), num_labels=5, ignore_mismatched_sizes=True, output_loading_info=True)
+    assert five.classifier.weight.shape == (5, 16) and len(info["mismatched_keys"]) == 2
+    np.testing.assert_array_equal(five.bert.pooler.dense.weight, loaded.bert.pooler.dense.weight.astype(np.float32))
