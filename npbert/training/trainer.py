@@ -79,6 +79,9 @@ class Trainer(api.TrainerAPI, Evaluation, Checkpointing):
         if not isinstance(self.args, TrainingArguments):
             raise TypeError(f"args must be npbert.training.TrainingArguments, got {type(self.args).__name__}")
         self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
+        if data_collator is not None and not callable(data_collator):
+            raise TypeError(f"Trainer(): data_collator must be callable, got {type(data_collator).__name__}; the "
+                            "third argument is data_collator, as in transformers: pass train_dataset= by name")
         if data_collator is None:       # as transformers: a tokenizer given, its padding collator
             data_collator = (DataCollatorWithPadding(processing_class) if getattr(processing_class, "pad_token_id", None)
                              is not None else default_data_collator)
