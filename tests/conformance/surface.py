@@ -119,6 +119,8 @@ def surface():
     add("torch.nn.Module", _class("Module", module, init=False))
     for name in sorted(n for n in dir(transformers) if n.startswith("AutoModel") or n in ("AutoConfig", "AutoTokenizer")):
         add("Auto classes", {name: "name"})
+    for name in ("AutoConfig", "AutoTokenizer", "AutoModel"):      # (every AutoModelFor* has AutoModel's methods)
+        add("Auto classes", _class(name, getattr(transformers, name), init=False))
     # -- pipelines
     add("pipeline", _function("pipeline", transformers.pipeline))
     # (transformers 5.x removed its question-answering pipeline; npbert's follows 4.57's)

@@ -103,8 +103,10 @@ SUPPORTED = {
     "tests/tokenization/test_fast_api.py::test_to_device": ["BatchEncoding.to", "BatchEncoding.to(*)"],
     # -- models
     "tests/api/test_auto_and_loading.py::test_auto_model_classes_load_the_bert_class": [
-        "AutoModel", "AutoModelFor*"],
-    "tests/api/test_auto_and_loading.py::test_auto_config_and_tokenizer": ["AutoConfig", "AutoTokenizer"],
+        "AutoModel", "AutoModelFor*", "AutoModel.from_pretrained*", "AutoModel.from_config*"],
+    "tests/api/test_auto_and_loading.py::test_auto_config_and_tokenizer": [
+        "AutoConfig", "AutoTokenizer", "AutoConfig.from_pretrained*", "AutoConfig.for_model*",
+        "AutoTokenizer.from_pretrained*"],
     "tests/api/test_loading_and_errors.py::test_from_pretrained_with_a_config_object": [
         "PreTrainedModel.from_pretrained", "PreTrainedModel.from_pretrained(pretrained_model_name_or_path)",
         "PreTrainedModel.save_pretrained", "PreTrainedModel.save_pretrained(save_directory)",
@@ -237,6 +239,8 @@ NOT_APPLICABLE = {
                         "AutoModelForVisualQuestionAnswering", "AutoModelForZeroShot*",
                         "pipeline(feature_extractor)", "pipeline(image_processor)", "pipeline(video_processor)",
                         "pipeline(processor)"],
+    "npbert's Auto classes map BERT checkpoints to npbert's BERT classes; there is no registry of other "
+    "model families to add to": ["Auto*.register*"],
     _GENERATE: ["PreTrainedTokenizerBase.__call__(text*_target)", "PreTrainedModel.can_generate", "PreTrainedModel.generation_config_class",
                 "PreTrainedModel.*_decoder*", "PreTrainedModel.*_encoder*"],
     _TRAINER_INTERNALS: ["Trainer.autocast_smart_context_manager*", "Trainer.compute_loss_context_manager",
