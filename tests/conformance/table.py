@@ -20,11 +20,16 @@ SUPPORTED = {
     # -- Trainer
     TRAINER + "test_resume_is_bit_identical_to_an_uninterrupted_run": [
         "Trainer(model)", "Trainer(args)", "Trainer(data_collator)", "Trainer(train_dataset)", "Trainer.train",
-        "Trainer.train(resume_from_checkpoint)"],
+        "Trainer.train(resume_from_checkpoint)", "TrainingArguments(max_steps)",
+        "TrainingArguments(per_device_train_batch_size)", "TrainingArguments(gradient_accumulation_steps)",
+        "TrainingArguments(output_dir)"],
     TRAINER + "test_evaluation_metrics_early_stopping_and_best_model": [
         "Trainer(eval_dataset)", "Trainer(compute_metrics)", "Trainer.evaluate", "Trainer.evaluate(eval_dataset)",
         "Trainer.evaluate(metric_key_prefix)", "Trainer.predict", "Trainer.predict(test_dataset)",
-        "Trainer.predict(metric_key_prefix)"],
+        "Trainer.predict(metric_key_prefix)", "TrainingArguments(eval_strategy)", "TrainingArguments(eval_steps)",
+        "TrainingArguments(save_total_limit)", "TrainingArguments(load_best_model_at_end)",
+        "TrainingArguments(metric_for_best_model)", "TrainingArguments(greater_is_better)",
+        "TrainingArguments(per_device_eval_batch_size)"],
     TRAINER + "test_checkpoint_model_loads_in_transformers": ["Trainer.save_model", "Trainer.save_model(output_dir)"],
     "tests/tasks/test_tasks_with_trainer.py": ["Trainer(preprocess_logits_for_metrics)"],
     T + "test_trainer_takes_tokenizer_as_processing_class_with_the_futurewarning": ["Trainer(processing_class)"],
@@ -38,7 +43,19 @@ SUPPORTED = {
         "Trainer.metrics_format", "Trainer.metrics_format(metrics)", "Trainer.save_metrics", "Trainer.save_metrics(*)",
         "Trainer.save_state"],
     # -- TrainingArguments: npbert's own fields (offline_args' lists are read below)
-    TRAINER + "test_accumulated_update_equals_one_big_batch": ["TrainingArguments(*)"],
+    TRAINER + "test_accumulated_update_equals_one_big_batch": [
+        "TrainingArguments(save_strategy)", "TrainingArguments(num_train_epochs)"],
+    "tests/api/test_custom_head.py::test_the_trainer_trains_it_and_resumes_bit_for_bit": [
+        "TrainingArguments(save_steps)", "TrainingArguments(logging_steps)"],
+    TRAINER + "test_bad_inputs_raise_clear_errors": ["TrainingArguments(optim)"],
+    "tests/distributed/test_single_process.py::test_one_rank_makes_the_trainers_batches": [
+        "TrainingArguments(dataloader_drop_last)", "TrainingArguments(seed)"],
+    "tests/training/test_gradient_checkpointing.py::"
+    "test_the_trainer_with_gradient_checkpointing_ends_where_it_ends_without": ["TrainingArguments(gradient_checkpointing)"],
+    T + "test_training_arguments_reach_the_optimizer_schedule_and_log": [
+        "TrainingArguments(learning_rate)", "TrainingArguments(adam_*)", "TrainingArguments(weight_decay)",
+        "TrainingArguments(lr_scheduler_*)", "TrainingArguments(warmup_*)", "TrainingArguments(logging_first_step)",
+        "TrainingArguments(save_only_model)", "TrainingArguments(max_grad_norm)"],
     T + "test_remove_unused_columns_before_the_collator": [
         "TrainingArguments(remove_unused_columns)", "TrainingArguments(label_names)"],
     T + "test_logging_strategy": ["TrainingArguments(logging_strategy)"],

@@ -78,3 +78,17 @@ def test_refusals_are_raised_in_one_line_naming_the_name(built):
 def test_the_page_is_generated(built):
     with open(compatibility.PAGE) as f:
         assert f.read() == built[3], "run: python tests/conformance/compatibility.py"
+
+
+def test_the_table_repeats_no_key():
+    """A dict literal keeps the last of two equal keys: a test named twice in table.py would lose
+    its first list of names without a word."""
+    import ast
+    import os
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "table.py")) as f:
+        tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            keys = [ast.unparse(k) for k in node.keys if k is not None]
+            repeated = sorted({k for k in keys if keys.count(k) > 1})
+            assert not repeated, f"table.py: keys given twice in one dict: {repeated}"

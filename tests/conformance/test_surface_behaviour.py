@@ -290,3 +290,30 @@ def test_transformers_4_loading_and_saving_keywords(tmp_path):
             str(tmp_path / "m"), num_labels=5, ignore_mismatched_sizes=True, output_loading_info=True)
     assert five.classifier.weight.shape == (5, 16) and len(info["mismatched_keys"]) == 2
     np.testing.assert_array_equal(five.bert.pooler.dense.weight, loaded.bert.pooler.dense.weight.astype(np.float32))
+
+
+def test_training_arguments_reach_the_optimizer_schedule_and_log(tmp_path):
+    """adam_beta1/2, adam_epsilon, weight_decay, learning_rate, lr_scheduler_type, lr_scheduler_kwargs,
+    warmup_steps build the optimizer and schedule transformers' Trainer builds; logging_first_step
+    logs step 1; save_only_model leaves the optimizer out of the checkpoint."""
+    kw = dict(learning_rate=1e-3, adam_beta1=0.8, adam_beta2=0.99, adam_epsilon=1e-6, weight_decay=0.05,
+              lr_scheduler_type="cosine", lr_scheduler_kwargs={"num_cycles": 0.25}, warmup_steps=2)
+    t = Trainer(model(), TrainingArguments(str(tmp_path / "a"), **kw))
+    t.create_optimizer_and_scheduler(10)
+    group = t.optimizer.param_groups[0]
+    assert group["betas"] == (0.8, 0.99) and group["eps"] == 1e-6 and group["weight_decay"] == 0.05
+    other = model()
+    mine = npbert.optim.AdamW(other.parameters(), lr=1e-3)
+    theirs = npbert.optim.get_scheduler("cosine", mine, 2, 10, {"num_cycles": 0.25})
+    for _ in range(10):
+        assert t.lr_scheduler.get_last_lr()[0] == theirs.get_last_lr()[0]
+        t.lr_scheduler.step()
+        theirs.step()
+    data = classification_dataset(8, ragged=False)
+    t = Trainer(model(), TrainingArguments(str(tmp_path / "b"), per_device_train_batch_size=4, max_steps=2,
+                                           logging_steps=5, logging_first_step=True, save_steps=2,
+                                           save_only_model=True, plot=False), train_dataset=data)
+    t.train()
+    assert [e["step"] for e in t.state.log_history if "loss" in e] == [1]
+    saved = sorted(p.name for p in (tmp_path / "b" / "checkpoint-2").iterdir())
+    assert "model.safetensors" in saved and not any("optimizer" in name for name in saved)
