@@ -315,5 +315,11 @@ def test_training_arguments_reach_the_optimizer_schedule_and_log(tmp_path):
                                            save_only_model=True, plot=False), train_dataset=data)
     t.train()
     assert [e["step"] for e in t.state.log_history if "loss" in e] == [1]
+    assert "grad_norm" in t.state.log_history[0]                 # max_grad_norm=1.0: clipped, norm logged
+    t = Trainer(model(), TrainingArguments(str(tmp_path / "c"), per_device_train_batch_size=4, max_steps=1,
+                                           logging_first_step=True, max_grad_norm=0, save_strategy="no", plot=False),
+                train_dataset=data)
+    t.train()
+    assert "grad_norm" not in t.state.log_history[0]             # max_grad_norm=0: no clipping
     saved = sorted(p.name for p in (tmp_path / "b" / "checkpoint-2").iterdir())
     assert "model.safetensors" in saved and not any("optimizer" in name for name in saved)
