@@ -14,6 +14,7 @@ Tutorials pass them all the same, so TrainingArguments accepts every field of tr
     REFUSED       the value changes the trained model and npbert does not implement it:
                   anything but transformers' default is a ValueError (push_to_hub=True too)
     RENAMED       transformers 4's old name, taken as the new one with a FutureWarning
+    ALIASES       transformers 5's new name of a field npbert keeps under its old name
 
 A keyword in none of these nor among TrainingArguments' fields is a TypeError naming the
 closest field (difflib), as a misspelling usually is.
@@ -53,7 +54,7 @@ IGNORED = {
     "torch_compile_mode": (None, _MEMORY), "torch_empty_cache_steps": (None, _MEMORY),
     "use_liger_kernel": (False, _MEMORY), "liger_kernel_config": (None, _MEMORY),
     "gradient_checkpointing_kwargs": (None, _MEMORY),
-    "activation_checkpointing": (None, _MEMORY), "activation_checkpointing_kwargs": (None, _MEMORY),
+"activation_checkpointing_kwargs": (None, _MEMORY),
     "auto_find_batch_size": (False, _MEMORY), "use_cache": (False, _MEMORY),
     "enable_jit_checkpoint": (False, _MEMORY),
     "local_rank": (-1, _PARALLEL), "ddp_find_unused_parameters": (None, _PARALLEL),
@@ -93,6 +94,8 @@ REFUSED = {
 }
 
 RENAMED = {"evaluation_strategy": "eval_strategy"}
+# transformers 5's new names of npbert's fields (their old names, npbert's, stay without a warning)
+ALIASES = {"activation_checkpointing": "gradient_checkpointing"}
 
 
 def _same(value, default):
@@ -107,6 +110,13 @@ def sort_keywords(kwargs, fields, where="TrainingArguments"):
     Renames, notes and warns, and refuses as the module docstring says."""
     kept, ignored, requested = {}, {}, []
     for name, value in kwargs.items():
+        if name in ALIASES:
+            if value is None:                      # (transformers' default: asks for nothing)
+                continue
+            if ALIASES[name] in kwargs and kwargs[ALIASES[name]] != value:
+                raise ValueError(f"{where}: both `{name}` and `{ALIASES[name]}` given, with different values; "
+                                 f"give one of them")
+            name = ALIASES[name]
         if name in RENAMED:
             new = RENAMED[name]
             warnings.warn(f"{where}: `{name}` is transformers 4's old name of `{new}`; taken as {new}={value!r}",

@@ -117,8 +117,8 @@ def present(objects, key):
     if obj is None:
         return False
     if label == "TrainingArguments" and kw is not None:
-        from npbert.training.offline_args import RENAMED
-        return kw in obj.__dataclass_fields__ or kw in RENAMED
+        from npbert.training.offline_args import ALIASES, RENAMED
+        return kw in obj.__dataclass_fields__ or kw in RENAMED or kw in ALIASES
     if name is None:
         if kw is None:
             return True

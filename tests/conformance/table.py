@@ -52,6 +52,7 @@ SUPPORTED = {
         "TrainingArguments(dataloader_drop_last)", "TrainingArguments(seed)"],
     "tests/training/test_gradient_checkpointing.py::"
     "test_the_trainer_with_gradient_checkpointing_ends_where_it_ends_without": ["TrainingArguments(gradient_checkpointing)"],
+    T + "test_activation_checkpointing_is_gradient_checkpointing": ["TrainingArguments(activation_checkpointing)"],
     T + "test_training_arguments_reach_the_optimizer_schedule_and_log": [
         "TrainingArguments(learning_rate)", "TrainingArguments(adam_*)", "TrainingArguments(weight_decay)",
         "TrainingArguments(lr_scheduler_*)", "TrainingArguments(warmup_*)", "TrainingArguments(logging_first_step)",

@@ -323,3 +323,11 @@ def test_training_arguments_reach_the_optimizer_schedule_and_log(tmp_path):
     assert "grad_norm" not in t.state.log_history[0]             # max_grad_norm=0: no clipping
     saved = sorted(p.name for p in (tmp_path / "b" / "checkpoint-2").iterdir())
     assert "model.safetensors" in saved and not any("optimizer" in name for name in saved)
+
+
+def test_activation_checkpointing_is_gradient_checkpointing():
+    """transformers 5 renamed TrainingArguments(gradient_checkpointing) activation_checkpointing."""
+    assert TrainingArguments("o", activation_checkpointing=True).gradient_checkpointing is True
+    assert TrainingArguments("o", activation_checkpointing=None).gradient_checkpointing is False
+    with pytest.raises(ValueError, match="different values"):
+        TrainingArguments("o", activation_checkpointing=True, gradient_checkpointing=False)
