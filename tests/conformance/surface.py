@@ -36,6 +36,14 @@ def _own_names(cls, bases=()):
     return sorted(n for n in dir(cls) if _public(n) and n not in inherited)
 
 
+def _patched_in(cls, name):
+    """A function another package set on cls at run time (transformers adds `smart_apply` to
+    torch.nn.Module when it first initialises weights): not cls's own surface."""
+    attr = inspect.getattr_static(cls, name, None)
+    module = getattr(attr, "__module__", None) or ""
+    return inspect.isfunction(attr) and module.split(".")[0] != cls.__module__.split(".")[0]
+
+
 def _class(label, cls, bases=(), init=True, methods=True, skip=(), extra=()):
     out = {}
     if init:
@@ -43,7 +51,7 @@ def _class(label, cls, bases=(), init=True, methods=True, skip=(), extra=()):
             out[f"{label}({kw})"] = "keyword"
     if methods:
         for name in list(extra) + _own_names(cls, bases):
-            if name in skip:
+            if name in skip or _patched_in(cls, name):
                 continue
             out[f"{label}.{name}"] = "name"
             attr = inspect.getattr_static(cls, name, None)
