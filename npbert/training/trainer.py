@@ -69,7 +69,7 @@ class Trainer(api.TrainerAPI, Evaluation, Checkpointing):
                                                       optimizer_cls_and_kwargs=optimizer_cls_and_kwargs),
                                     api.REFUSED_KEYWORDS)
         if kwargs:
-            raise TypeError(f"Trainer() got an unexpected keyword argument {next(iter(kwargs))!r}")
+            raise TypeError(api.unexpected_keyword(next(iter(kwargs)), inspect.signature(Trainer.__init__).parameters))
         hooks = unsupported.overridden(self, Trainer, api.REFUSED_METHODS)
         if hooks:
             raise TypeError(f"{type(self).__name__} overrides {hooks}, which npbert's Trainer never calls: "

@@ -1,6 +1,7 @@
 """The rest of transformers' Trainer surface: the small methods scripts call around train(),
 the 4.x `tokenizer=` keyword, and what npbert's Trainer refuses by name (its loop is written
 out in trainer.py: no callbacks, no overridable step hooks, no torch DataLoader)."""
+import difflib
 import json
 import os
 import warnings
@@ -46,6 +47,13 @@ def renamed_tokenizer(kwargs, processing_class):
     warnings.warn("`tokenizer` is deprecated and will be removed in version 5.0.0 for `Trainer.__init__`. "
                   "Use `processing_class` instead.", FutureWarning, stacklevel=3)
     return tokenizer
+
+
+def unexpected_keyword(name, known):
+    """Trainer()'s error for a keyword it does not take, naming the closest one."""
+    close = difflib.get_close_matches(name, [k for k in known if k not in ("self", "kwargs")], n=1)
+    return (f"Trainer() got an unexpected keyword argument {name!r}"
+            + (f": did you mean {close[0]!r}?" if close else " (docs/compatibility.md lists transformers' keywords)"))
 
 
 class TrainerAPI:

@@ -46,6 +46,8 @@ def test_trainer_takes_tokenizer_as_processing_class_with_the_futurewarning(tmp_
     with pytest.raises(TypeError, match="`callbacks` is not supported in npbert: .*early_stopping_patience"):
         Trainer(model(), args(tmp_path), callbacks=[object()])
     Trainer(model(), args(tmp_path), callbacks=[])                            # asks for nothing
+    with pytest.raises(TypeError, match="'compute_metric': did you mean 'compute_metrics'"):
+        Trainer(model(), args(tmp_path), compute_metric=None)
     with pytest.raises(TypeError, match="the third argument is data_collator, as in transformers"):
         Trainer(model(), args(tmp_path), classification_dataset(8))           # npbert's old order
 
