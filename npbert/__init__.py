@@ -23,6 +23,17 @@ from npbert.optim import (AdamW, SchedulerType, get_constant_schedule, get_const
 
 from npbert import optim, training, data  # noqa: E402  (npbert.optim.AdamW, npbert.training.Trainer, ...)
 from npbert import losses, outputs  # noqa: E402  (a head of your own: docs/custom_heads.md)
+from npbert import nn, functional  # noqa: E402  (npbert.nn.Linear as torch.nn.Linear, after `import npbert` alone)
+from npbert.tokenization import BatchEncoding  # noqa: E402
+from npbert.training import (DataCollatorForLanguageModeling, DataCollatorForTokenClassification,  # noqa: E402
+                             DataCollatorForWholeWordMask, DataCollatorWithPadding, EvalPrediction, Trainer,
+                             TrainingArguments, default_data_collator)
+
+# transformers' base classes, for type hints and isinstance checks in tutorials: npbert has one
+# model family, one tokenizer and one config, so each base is the BERT class (docs/compatibility.md)
+PreTrainedModel = BertPreTrainedModel
+PreTrainedTokenizerBase = PreTrainedTokenizer = PreTrainedTokenizerFast = BertTokenizerFast = BertTokenizer
+PretrainedConfig = PreTrainedConfig = BertConfig
 
 __version__ = "0.1.0"
 
@@ -37,4 +48,8 @@ __all__ = [
     "get_linear_schedule_with_warmup", "get_cosine_schedule_with_warmup",
     "get_cosine_with_hard_restarts_schedule_with_warmup", "get_polynomial_decay_schedule_with_warmup",
     "get_inverse_sqrt_schedule",
+    "Trainer", "TrainingArguments", "EvalPrediction", "DataCollatorWithPadding", "DataCollatorForTokenClassification",
+    "DataCollatorForLanguageModeling", "DataCollatorForWholeWordMask", "default_data_collator", "BatchEncoding",
+    "PreTrainedModel", "PreTrainedTokenizerBase", "PreTrainedTokenizer", "PreTrainedTokenizerFast",
+    "BertTokenizerFast", "PretrainedConfig", "PreTrainedConfig",
 ]

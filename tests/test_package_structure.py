@@ -21,7 +21,8 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 # The layers, bottom up (docs/index.md and HELPERS: ops -> modeling -> training -> data/tasks -> cli).
 RANKS = {
-    "npbert.paths": 0, "npbert.task_names": 0, "npbert.config": 0, "npbert.io": 0, "npbert.settings": 0,
+    "npbert.paths": 0, "npbert.task_names": 0, "npbert.unsupported": 0, "npbert.config": 0, "npbert.io": 0,
+    "npbert.settings": 0,
     "npbert.ops": 1, "npbert.tokenization": 1, "npbert.testing": 1, "npbert.gradcheck": 1, "npbert.layers": 1,
     "npbert.fast": 2, "npbert.reference": 2, "npbert.functional": 2,
     "npbert.modeling": 3, "npbert.optim": 3, "npbert.losses": 3, "npbert.outputs": 3,

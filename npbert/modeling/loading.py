@@ -42,8 +42,8 @@ def _user_stacklevel():
 
 class CheckpointMixin:
     @classmethod
-    def from_pretrained(cls, path, dtype=np.float32, config=None, from_tf=False, output_loading_info=False,
-                        **kwargs):
+    def from_pretrained(cls, pretrained_model_name_or_path, dtype=np.float32, config=None, from_tf=False,
+                        output_loading_info=False, ignore_mismatched_sizes=False, **kwargs):
         """Load `path`: a directory holding a config and one weights file, or a weights file.
 
         Formats: model.safetensors, pytorch_model.bin, tf_model.h5, Google's bert_model.ckpt,
@@ -57,11 +57,16 @@ class CheckpointMixin:
         files only); any other keyword is an error, and a config whose `model_type` is not "bert"
         a warning.  Keys the class does not use are named in a warning; a missing task head (or
         pooler) is initialised fresh with a warning naming its keys; any other missing key, or a
-        shape that does not fit, is an error naming the key.  `output_loading_info=True` returns
+        shape that does not fit, is an error naming the key (with ignore_mismatched_sizes=True, as
+        transformers, a weight whose shape does not fit is drawn fresh, with a warning naming it).  `output_loading_info=True` returns
         (model, {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"}) as transformers.
         """
         pop_hub_keywords(kwargs)
-        path = os.fspath(path)
+        if "torch_dtype" in kwargs:          # transformers' old name of dtype (renamed in 4.56)
+            warnings.warn("`torch_dtype` is deprecated! Use `dtype` instead!", FutureWarning,
+                          stacklevel=_user_stacklevel())
+            dtype = _numpy_dtype(kwargs.pop("torch_dtype"))
+        path = os.fspath(pretrained_model_name_or_path)
         if not os.path.exists(path) and not os.path.exists(path + ".index"):
             raise io.CheckpointError(f"{cls.__name__}.from_pretrained: '{path}' is not a directory or a weights file."
                                      + hub_name_message(path, "models", "AutoModel"))
@@ -99,7 +104,14 @@ class CheckpointMixin:
             model = cls(config, dtype=dtype, **model_kwargs)
         expected = {name: p.shape for name, p in model.state.params.items()}
         result = io.match_state_dict(checkpoint, expected, base_model_prefix=cls.base_model_prefix)
-        if result.mismatched:
+        resized = []
+        if result.mismatched and ignore_mismatched_sizes:    # as transformers: drawn fresh, with a warning
+            resized = [k for k, _, _ in result.mismatched]
+            warnings.warn(f"Some weights of {cls.__name__} were not initialized from {weights_file} and are newly "
+                          "initialized because the shapes did not match: " + "; ".join(
+                              f"{k}: found shape {tuple(c)} in the checkpoint and {tuple(m)} in the model"
+                              for k, c, m in result.mismatched), stacklevel=_user_stacklevel())
+        elif result.mismatched:
             shown = 5
             lines = [f"  {k}: checkpoint {tuple(c)}, model {tuple(m)}" for k, c, m in result.mismatched[:shown]]
             if len(result.mismatched) > shown:
@@ -118,18 +130,19 @@ class CheckpointMixin:
         if fresh:
             warnings.warn(f"Some weights of {cls.__name__} were not in {weights_file} and are newly "
                           f"initialized: {fresh}", stacklevel=_user_stacklevel())
-        model._init_weights(fresh)
+        model._init_weights(fresh + resized)
         dtype = model.state.dtype
         for name, value in result.state_dict.items():
             model.state.params[name] = np.array(value, dtype=dtype, copy=True)
         share_qkv_memory(model.state)     # Q, K, V as blocks of one array (npbert/modeling/fast_attention.py)
         model.eval()                 # as transformers' from_pretrained
         if output_loading_info:
-            return model, {"missing_keys": fresh, "unexpected_keys": list(result.unexpected), "mismatched_keys": [],
+            return model, {"missing_keys": fresh, "unexpected_keys": list(result.unexpected),
+                           "mismatched_keys": list(result.mismatched),
                            "error_msgs": []}
         return model
 
-    def save_pretrained(self, directory, format="safetensors", manifest=True):
+    def save_pretrained(self, save_directory, format="safetensors", manifest=True, safe_serialization=True):
         """Write config.json and model.safetensors (or npbert_model.h5 with format="h5"),
         loadable by transformers' `from_pretrained` (safetensors).  Both files are written into
         a temporary directory and moved into place together (npbert.io.atomic_dir): a kill or a
@@ -137,6 +150,10 @@ class CheckpointMixin:
         manifest.json with the weights' size and SHA-256 goes with them; from_pretrained checks it
         (manifest=False: none, for a writer that lists the whole directory itself, last, as the
         Trainer's checkpoints do: there a manifest means the directory is complete)."""
+        directory = save_directory
+        if safe_serialization is not True:       # transformers 4's keyword: True is safetensors, what npbert writes
+            raise ValueError("save_pretrained(safe_serialization=False): npbert writes model.safetensors (or its own "
+                             ".h5 with format='h5'), not pytorch_model.bin; leave safe_serialization=True")
         if os.path.exists(directory) and not os.path.isdir(directory):
             raise NotADirectoryError(f"save_pretrained({directory!r}): that path is an existing file; "
                                      "save_pretrained writes a directory (config.json and the weights)")
@@ -156,6 +173,12 @@ class CheckpointMixin:
             # the weights' SHA-256, which from_pretrained checks (npbert/io/manifest.py)
             if manifest:
                 io.write_manifest(tmp, names=[weights], keep_from=directory if os.path.isdir(directory) else None)
+
+
+def _numpy_dtype(dtype):
+    """torch.float32 / torch.float64 (or their names) as NumPy's; others are left to the model's check."""
+    name = str(dtype).replace("torch.", "")
+    return {"float32": np.float32, "float": np.float32, "float64": np.float64, "double": np.float64}.get(name, dtype)
 
 
 def _split_kwargs(cls, kwargs, stored):

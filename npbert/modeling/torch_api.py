@@ -17,7 +17,11 @@ before holds the old one and says so when stepped (build it again after resizing
 """
 import numpy as np
 
+from npbert import unsupported
+from npbert.config import BertConfig
+
 from .fast_attention import share_qkv_memory
+from .torch_refused import REFUSED_METHODS
 
 _CPU_ONLY = ("npbert runs on the CPU only (NumPy, no GPU): model.to({what!r}) is not possible. Tutorials that "
              "pick `device = 'cuda' if torch.cuda.is_available() else 'cpu'` run unchanged (with no GPU they take "
@@ -271,6 +275,47 @@ class TorchModuleAPI:
     def half(self):
         raise TypeError("half(): npbert models compute in float32 or float64, not float16")
 
+    @property
+    def device(self):
+        """"cpu": where every npbert model computes (transformers' model.device)."""
+        return "cpu"
+
+    main_input_name = "input_ids"
+    config_class = BertConfig
+
+    def get_memory_footprint(self, return_buffers=True):
+        """Bytes held by the parameters (npbert keeps no buffers)."""
+        return int(sum(a.nbytes for a in self.state.arrays.values()))
+
+    def get_parameter(self, target):
+        """The Parameter named `target` ("bert.pooler.dense.weight"), as torch."""
+        params = dict(self.named_parameters())
+        if target not in params:
+            raise AttributeError(f"{type(self).__name__} has no parameter {target!r}")
+        return params[target]
+
+    def apply(self, fn):
+        """fn(module) for every submodule, children first, then the model itself, as torch.  Returns the model."""
+        for module in reversed(list(self.modules())):
+            fn(module)
+        return self
+
+    # transformers 5's names for gradient checkpointing
+    def activation_checkpointing_enable(self, activation_checkpointing_kwargs=None, every_n_layers=None,
+                                        offload=None):
+        unsupported.refuse_keywords("activation_checkpointing_enable()",
+                                    dict(every_n_layers=every_n_layers, offload=offload),
+                                    {"every_n_layers": "npbert checkpoints every encoder layer",
+                                     "offload": "npbert keeps activations in memory (no device to offload from)"})
+        self._set_gradient_checkpointing(True)
+
+    def activation_checkpointing_disable(self):
+        self._set_gradient_checkpointing(False)
+
+    @property
+    def is_activation_checkpointing(self):
+        return self.is_gradient_checkpointing
+
     def _convert(self, dtype):
         if not self._is_root:
             raise ValueError(f"to({np.dtype(dtype).name}) converts the whole model: call it on the model, not on "
@@ -283,3 +328,6 @@ class TorchModuleAPI:
         state.dtype = dtype
         share_qkv_memory(state)          # Q, K, V as blocks of one array again (npbert/modeling/fast_attention.py)
         self._cache = None               # a forward in the old dtype cannot be differentiated now
+
+
+unsupported.install(TorchModuleAPI, REFUSED_METHODS)

@@ -19,9 +19,15 @@ import math
 
 import numpy as np
 
+from npbert import unsupported
+
 from .optimizer import Optimizer
 from .pieces import update_in_pieces
 from .reference import adam_step
+
+
+_REFUSED = {"amsgrad": "npbert's Adam keeps no running maximum of v; leave amsgrad=False",
+            "maximize": "minimise the negated loss instead (loss = -objective)"}
 
 
 class Adam(Optimizer):
@@ -29,7 +35,12 @@ class Adam(Optimizer):
 
     _decoupled = False
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+                 maximize=False, decoupled_weight_decay=False):
+        unsupported.refuse_keywords(f"{type(self).__name__}()", dict(amsgrad=amsgrad, maximize=maximize),
+                                    _REFUSED)
+        if decoupled_weight_decay:          # torch: Adam(decoupled_weight_decay=True) is AdamW
+            self._decoupled = True
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
 
     def _check_group(self, group, where):
@@ -101,5 +112,13 @@ class AdamW(Adam):
 
     _decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, amsgrad=False, *,
+                 maximize=False, correct_bias=True, no_deprecation_warning=False):
+        # transformers 4's own AdamW took correct_bias (and no_deprecation_warning, which silenced
+        # the FutureWarning npbert does not give): True is torch's bias-corrected update, this one
+        if correct_bias is not True:
+            raise TypeError(unsupported.message(
+                "AdamW()", "correct_bias", "npbert.AdamW is torch.optim.AdamW, always bias-corrected; transformers "
+                "4's AdamW(correct_bias=False) is close to npbert.optim.BertAdam (docs/optimizers.md)"))
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                         maximize=maximize)

@@ -118,7 +118,8 @@ class Optimizer:
         if not self._params:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
 
-    def add_param_group(self, group):
+    def add_param_group(self, param_group):
+        group = param_group
         where = f"{type(self).__name__} group {len(self.param_groups)}"
         if "params" not in group:
             raise KeyError(f"{where}: a parameter group needs a 'params' entry")
@@ -192,12 +193,17 @@ class Optimizer:
         warnings.warn(f"{type(self).__name__}.step(): {what}, so those parameters were not updated; call "
                       "loss.backward() (or pass model.backward()'s gradients) before step()", stacklevel=3)
 
-    def step(self, grads=None):
+    def step(self, grads=None, closure=None):
         """Update every parameter that has a gradient, in place: from `grads` ({name: array}, what
         model.backward() returns), or with no argument from each parameter's `.grad` (filled by
         loss.backward()), as torch.  A callable is torch's closure: it is called first (it runs the
         forward and loss.backward()) and its result returned."""
         result = None
+        if closure is not None:            # step(closure=closure), as torch
+            if not callable(closure):
+                raise TypeError(f"{type(self).__name__}.step(closure=): a closure is a function, got "
+                                f"{type(closure).__name__}")
+            grads = closure
         if callable(grads):
             result, grads = grads(), None
         if grads is None:

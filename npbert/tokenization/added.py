@@ -19,6 +19,7 @@ import re
 
 import numpy as np
 
+from npbert import unsupported
 from npbert.tokenization.declared import entry_fields
 from npbert.tokenization.fast import FastTextEncoder
 from npbert.tokenization.files import SPECIAL_TOKEN_NAMES, token_content
@@ -114,6 +115,19 @@ class VocabularyMixin:
     # ------------------------------------------------------------------
     # Vocabulary and special tokens
     # ------------------------------------------------------------------
+
+    # transformers' class attributes, for code that reads them
+    SPECIAL_TOKENS_ATTRIBUTES = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                                 "mask_token"]
+    vocab_files_names = {"vocab_file": "vocab.txt"}
+    pad_token_type_id = 0
+    train_new_from_iterator = unsupported.refused_method(
+        "train_new_from_iterator", "npbert trains no WordPiece vocabulary: train one with the `tokenizers` library "
+        "(or Google's), save its vocab.txt and load it with BertTokenizer(vocab_file)")
+
+    def get_added_vocab(self):
+        """{token: id} of the tokens added beyond the vocabulary (transformers)."""
+        return dict(self.added_tokens_encoder)
 
     @property
     def vocab_size(self):

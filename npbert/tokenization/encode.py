@@ -33,6 +33,7 @@ class EncodeMixin:
         return_length=False,
         verbose=True,
         is_split_into_words=False,
+        tokenizer_kwargs=None,
     ):
         """Encode one text, a pair, a batch of texts or a batch of pairs.
 
@@ -44,6 +45,9 @@ class EncodeMixin:
         With `return_tensors="np"` the values are int64 arrays `[B, T]`
         (`offset_mapping`: `[B, T, 2]`); a single text gets B = 1.
         """
+        if tokenizer_kwargs:             # transformers 5: keywords as one dict, taken as keywords
+            args = {k: v for k, v in locals().items() if k not in ("self", "tokenizer_kwargs", "__class__")}
+            return self(**{**args, **tokenizer_kwargs})
         if text is None:
             raise ValueError("You need to specify `text`.")
         if is_split_into_words:

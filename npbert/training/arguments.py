@@ -60,6 +60,7 @@ class TrainingArguments:
     warmup_steps: int = 0
     logging_steps: float = 500
     logging_first_step: bool = False
+    logging_strategy: str = "steps"
     eval_strategy: str = "no"
     eval_steps: float = None
     save_strategy: str = "steps"
@@ -73,6 +74,7 @@ class TrainingArguments:
     optim: str = "adamw"
     dataloader_drop_last: bool = False
     label_names: list = None
+    remove_unused_columns: bool = True
     layerwise_lr_decay: float = None
     head_learning_rate: float = None
     early_stopping_patience: int = None
@@ -85,7 +87,7 @@ class TrainingArguments:
     def __post_init__(self):
         def bad(msg):
             raise ValueError(f"TrainingArguments: {msg}")
-        for name in ("eval_strategy", "save_strategy"):
+        for name in ("eval_strategy", "save_strategy", "logging_strategy"):
             value = getattr(self, name)
             value = getattr(value, "value", value)
             if value not in STRATEGIES:

@@ -5,9 +5,15 @@ in `self.rng`, which the Trainer checkpoints so that a resumed run is bit-identi
     DataCollatorWithPadding             pad input_ids / attention_mask / token_type_ids to the longest
     DataCollatorForTokenClassification  ... and the per-token labels with -100
     DataCollatorForLanguageModeling     pad, then choose 15 % of the tokens for MLM (80/10/10)
+
+Each takes a list of examples or a dict of columns (as_rows).
     DataCollatorForWholeWordMask        the same, choosing whole words (a token and its ## pieces)
 """
+from collections.abc import Mapping
+
 import numpy as np
+
+from npbert import unsupported
 
 # How each field is padded (the attention mask and token types with 0, special_tokens_mask with 1).
 _PAD_VALUES = {"attention_mask": 0, "token_type_ids": 0, "special_tokens_mask": 1, "labels": -100,
@@ -24,6 +30,20 @@ def _rename_label(example):
         example = dict(example)
         example["labels"] = example.pop("label_ids")
     return example
+
+
+def as_rows(features):
+    """A batch as a list of examples: a dict of columns (a `datasets.Dataset[:8]` slice, a
+    BatchEncoding of several texts) becomes one dict per row, as transformers' tokenizer.pad
+    takes either; a list (or tuple) of examples is returned as it is."""
+    if not isinstance(features, Mapping):
+        return features
+    lengths = {k: len(v) for k, v in features.items() if hasattr(v, "__len__") and not isinstance(v, str)}
+    if len(lengths) != len(features) or len(set(lengths.values())) != 1:
+        raise ValueError("a collator takes a list of examples or a dict of columns of one length each; got a dict "
+                         f"whose columns have lengths {lengths} (fields {sorted(features)})")
+    n = next(iter(lengths.values()))
+    return [{k: v[i] for k, v in features.items()} for i in range(n)]
 
 
 def _check_examples(features):
@@ -48,8 +68,11 @@ def _stack(name, values):
                          "DataCollatorWithPadding (or pad the examples to one length)") from None
 
 
-def default_data_collator(features):
+def default_data_collator(features, return_tensors="np"):
     """Stack each field of equal-length examples (transformers' default_data_collator)."""
+    if return_tensors != "np":
+        raise ValueError(f"npbert collators return NumPy arrays: return_tensors must be 'np', got {return_tensors!r}")
+    features = as_rows(features)
     _check_examples(features)
     features = [_rename_label(f) for f in features]
     return {k: _stack(k, [f[k] for f in features]) for k in features[0]}
@@ -81,6 +104,7 @@ class DataCollatorWithPadding:
             tokenizer, padding, max_length, pad_to_multiple_of)
 
     def _pad(self, features):
+        features = as_rows(features)
         _check_examples(features)
         features = [_rename_label(f) for f in features]
         if "input_ids" not in features[0]:
@@ -121,6 +145,7 @@ class DataCollatorForTokenClassification(DataCollatorWithPadding):
         self.label_pad_token_id = label_pad_token_id
 
     def __call__(self, features):
+        features = as_rows(features)
         _check_examples(features)
         features = [_rename_label(f) for f in features]
         batch = self._pad([{k: v for k, v in f.items() if k != "labels"} for f in features])
@@ -145,9 +170,17 @@ class DataCollatorForLanguageModeling(DataCollatorWithPadding):
     mlm=False: causal LM labels (input_ids, -100 at padding).  Random numbers come from
     `self.rng`, seeded by `seed`."""
 
-    def __init__(self, tokenizer, mlm=True, mlm_probability=0.15, pad_to_multiple_of=None, seed=None,
-                 return_tensors="np"):
+    def __init__(self, tokenizer, mlm=True, whole_word_mask=False, mlm_probability=0.15, mask_replace_prob=0.8,
+                 random_replace_prob=0.1, pad_to_multiple_of=None, seed=None, return_tensors="np"):
         super().__init__(tokenizer, True, None, pad_to_multiple_of, return_tensors)
+        if whole_word_mask and not isinstance(self, DataCollatorForWholeWordMask):
+            raise TypeError(unsupported.message("DataCollatorForLanguageModeling()", "whole_word_mask",
+                                                "use npbert.training.DataCollatorForWholeWordMask(tokenizer, ...)"))
+        if not (0 <= mask_replace_prob <= 1 and 0 <= random_replace_prob <= 1
+                and mask_replace_prob + random_replace_prob <= 1):
+            raise ValueError(f"mask_replace_prob ({mask_replace_prob}) and random_replace_prob ({random_replace_prob}) "
+                             "must be in [0, 1] and sum to at most 1")
+        self.mask_replace_prob, self.random_replace_prob = mask_replace_prob, random_replace_prob
         if mlm and tokenizer.mask_token_id is None:
             raise ValueError("This tokenizer does not have a mask token which is necessary for masked language "
                              "modeling. Use mlm=False for causal language modeling.")
@@ -184,9 +217,11 @@ class DataCollatorForLanguageModeling(DataCollatorWithPadding):
 
     def _apply_80_10_10(self, inputs, labels, masked):
         labels[~masked] = -100                                            # loss only on the chosen tokens
-        replaced = (self.rng.random(labels.shape) < 0.8) & masked
+        replaced = (self.rng.random(labels.shape) < self.mask_replace_prob) & masked
         inputs[replaced] = self.tokenizer.mask_token_id                   # 80 %: [MASK]
-        randomized = (self.rng.random(labels.shape) < 0.5) & masked & ~replaced
+        rest = 1.0 - self.mask_replace_prob                               # of the others, 10 % / 20 % = 0.5
+        share = self.random_replace_prob / rest if rest > 0 else 0.0
+        randomized = (self.rng.random(labels.shape) < share) & masked & ~replaced
         inputs[randomized] = self.rng.integers(0, len(self.tokenizer), size=labels.shape)[randomized]   # 10 %
         return inputs, labels                                             # 10 %: unchanged
 
@@ -198,7 +233,8 @@ class DataCollatorForWholeWordMask(DataCollatorForLanguageModeling):
 
     def __init__(self, tokenizer, mlm_probability=0.15, max_predictions=512, pad_to_multiple_of=None, seed=None,
                  return_tensors="np"):
-        super().__init__(tokenizer, True, mlm_probability, pad_to_multiple_of, seed, return_tensors)
+        super().__init__(tokenizer, True, True, mlm_probability, pad_to_multiple_of=pad_to_multiple_of, seed=seed,
+                         return_tensors=return_tensors)
         self.max_predictions = max_predictions
 
     def _word_mask(self, ids, special):

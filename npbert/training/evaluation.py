@@ -31,7 +31,7 @@ def _nested_concat(a, b, padding_index=-100):
 
 class Evaluation:
     # ---- evaluation ---------------------------------------------------------------------------
-    def _prediction_loop(self, dataset, prefix):
+    def _prediction_loop(self, dataset, prefix, ignore_keys=None):
         if dataset is None:
             raise ValueError(f"{prefix}: no dataset to evaluate (pass eval_dataset)")
         model, bs = self.model, self.args.per_device_eval_batch_size
@@ -48,7 +48,7 @@ class Evaluation:
                 with no_grad():
                     out = model(**batch)
                 loss = float(out["loss"]) * len(idx) if out.get("loss") is not None else None
-                logits = tuple(v for k, v in out.items() if k not in _NOT_PREDICTIONS)
+                logits = tuple(v for k, v in out.items() if k not in _NOT_PREDICTIONS and k not in (ignore_keys or ()))
                 logits = logits[0] if len(logits) == 1 else logits
                 if self.preprocess_logits_for_metrics is not None:
                     logits = self.preprocess_logits_for_metrics(logits, batch.get(self.label_names[0]) if self.label_names else None)
@@ -79,8 +79,10 @@ class Evaluation:
                         f"{prefix}_steps_per_second": round(steps / max(runtime, 1e-9), 3)})
         return PredictionOutput(preds, labels, metrics)
 
-    def evaluate(self, eval_dataset=None, metric_key_prefix="eval"):
-        out = self._prediction_loop(eval_dataset if eval_dataset is not None else self.eval_dataset, metric_key_prefix)
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
+        """ignore_keys: output names left out of the predictions (as transformers)."""
+        out = self._prediction_loop(eval_dataset if eval_dataset is not None else self.eval_dataset, metric_key_prefix,
+                                    ignore_keys)
         entry = {**out.metrics, "epoch": round(self.state.epoch, 4), "step": self.state.global_step}
         self.state.log_history.append(entry)
         if self.progress is not None:
@@ -89,8 +91,8 @@ class Evaluation:
             self.progress.message(f"step {self.state.global_step}: {shown}")
         return out.metrics
 
-    def predict(self, test_dataset, metric_key_prefix="test"):
-        return self._prediction_loop(test_dataset, metric_key_prefix)
+    def predict(self, test_dataset, ignore_keys=None, metric_key_prefix="test"):
+        return self._prediction_loop(test_dataset, metric_key_prefix, ignore_keys)
 
     # ---- best model, early stopping ------------------------------------------------------------
     def _metric_key(self):

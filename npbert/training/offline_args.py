@@ -14,6 +14,7 @@ Tutorials pass them all the same, so TrainingArguments accepts every field of tr
     REFUSED       the value changes the trained model and npbert does not implement it:
                   anything but transformers' default is a ValueError (push_to_hub=True too)
     RENAMED       transformers 4's old name, taken as the new one with a FutureWarning
+    ALIASES       transformers 5's new name of a field npbert keeps under its old name
 
 A keyword in none of these nor among TrainingArguments' fields is a TypeError naming the
 closest field (difflib), as a misspelling usually is.
@@ -40,7 +41,6 @@ IGNORED = {
     "project": ("huggingface", _TRACKER), "trackio_space_id": (None, _TRACKER),
     "trackio_bucket_id": (None, _TRACKER), "trackio_static_space_id": (None, _TRACKER),
     "disable_tqdm": (None, "npbert prints its own progress line (npbert/training/progress.py), no tqdm bar"),
-    "logging_strategy": ("steps", "npbert logs every logging_steps steps"),
     "logging_nan_inf_filter": (True, "npbert logs the loss as it is"),
     "log_level": ("passive", _TRACKER), "log_level_replica": ("warning", _PARALLEL),
     "log_on_each_node": (True, _PARALLEL), "include_num_input_tokens_seen": ("no", _TRACKER),
@@ -54,7 +54,7 @@ IGNORED = {
     "torch_compile_mode": (None, _MEMORY), "torch_empty_cache_steps": (None, _MEMORY),
     "use_liger_kernel": (False, _MEMORY), "liger_kernel_config": (None, _MEMORY),
     "gradient_checkpointing_kwargs": (None, _MEMORY),
-    "activation_checkpointing": (None, _MEMORY), "activation_checkpointing_kwargs": (None, _MEMORY),
+"activation_checkpointing_kwargs": (None, _MEMORY),
     "auto_find_batch_size": (False, _MEMORY), "use_cache": (False, _MEMORY),
     "enable_jit_checkpoint": (False, _MEMORY),
     "local_rank": (-1, _PARALLEL), "ddp_find_unused_parameters": (None, _PARALLEL),
@@ -66,14 +66,9 @@ IGNORED = {
     "dataloader_num_workers": (0, _LOADER), "dataloader_pin_memory": (True, _LOADER),
     "dataloader_persistent_workers": (False, _LOADER), "dataloader_prefetch_factor": (None, _LOADER),
     "dataloader_multiprocessing_context": (None, _LOADER), "dataloader_in_order": (True, _LOADER),
-    "remove_unused_columns": (True, "npbert's collators take the model's input columns and leave the others"),
     "length_column_name": ("length", "npbert does not group batches by length"),
-    "eval_delay": (0, _EVAL), "eval_on_start": (False, _EVAL), "prediction_loss_only": (False, _EVAL),
-    "eval_do_concat_batches": (True, _EVAL), "eval_use_gather_object": (False, _EVAL),
-    "eval_accumulation_steps": (None, _EVAL), "batch_eval_metrics": (False, _EVAL),
-    "include_for_metrics": ([], _EVAL),
+    "eval_use_gather_object": (False, _EVAL), "eval_accumulation_steps": (None, _EVAL),
     "restore_callback_states_from_checkpoint": (False, "npbert's Trainer has no callbacks"),
-    "ignore_data_skip": (False, "npbert resumes the data order exactly where the checkpoint left it"),
     "full_determinism": (False, "npbert's training is deterministic for a given seed"),
     "do_train": (False, _RUN), "do_eval": (False, _RUN), "do_predict": (False, _RUN),
     "resume_from_checkpoint": (None, _RUN + " (pass it to trainer.train(resume_from_checkpoint=...))"),
@@ -89,9 +84,18 @@ REFUSED = {
     "optim_target_modules": (None, "npbert's optimizers take every trainable parameter"),
     "train_sampling_strategy": ("random", "npbert's Trainer shuffles the training set each epoch (seed)"),
     "data_seed": (None, "npbert's data order follows `seed`; set seed instead"),
+    "eval_delay": (0, "npbert evaluates from the first eval_steps on; leave it 0"),
+    "eval_on_start": (False, "call trainer.evaluate() before trainer.train()"),
+    "prediction_loss_only": (False, "read eval_loss from trainer.evaluate(); predictions are always gathered"),
+    "eval_do_concat_batches": (True, "npbert's evaluation concatenates the batches' predictions"),
+    "batch_eval_metrics": (False, "compute_metrics is called once on the whole evaluation set"),
+    "include_for_metrics": ([], "EvalPrediction holds predictions and label_ids only"),
+    "ignore_data_skip": (False, "npbert resumes the data order exactly where the checkpoint left it"),
 }
 
 RENAMED = {"evaluation_strategy": "eval_strategy"}
+# transformers 5's new names of npbert's fields (their old names, npbert's, stay without a warning)
+ALIASES = {"activation_checkpointing": "gradient_checkpointing"}
 
 
 def _same(value, default):
@@ -106,6 +110,13 @@ def sort_keywords(kwargs, fields, where="TrainingArguments"):
     Renames, notes and warns, and refuses as the module docstring says."""
     kept, ignored, requested = {}, {}, []
     for name, value in kwargs.items():
+        if name in ALIASES:
+            if value is None:                      # (transformers' default: asks for nothing)
+                continue
+            if ALIASES[name] in kwargs and kwargs[ALIASES[name]] != value:
+                raise ValueError(f"{where}: both `{name}` and `{ALIASES[name]}` given, with different values; "
+                                 f"give one of them")
+            name = ALIASES[name]
         if name in RENAMED:
             new = RENAMED[name]
             warnings.warn(f"{where}: `{name}` is transformers 4's old name of `{new}`; taken as {new}={value!r}",

@@ -39,13 +39,14 @@ import time
 import warnings
 
 from npbert import distributed as dist
-from npbert import optim
+from npbert import optim, unsupported
 
 from . import checkpoint as ckpt
+from . import trainer_api as api
 from . import runs
 from .trainer_files import Checkpointing
 from .arguments import TrainingArguments
-from .collators import default_data_collator
+from .collators import DataCollatorWithPadding, default_data_collator
 from .evaluation import Evaluation
 from .progress import ProgressLine, SilentProgress
 from .signals import StopOnSignal
@@ -54,19 +55,37 @@ from .state import TrainerState, TrainOutput
 _LABEL_NAMES = ("labels", "next_sentence_label", "start_positions", "end_positions")
 
 
-class Trainer(Evaluation, Checkpointing):
+class Trainer(api.TrainerAPI, Evaluation, Checkpointing):
     """transformers' Trainer: train() below; evaluate() / predict() in evaluation.py,
     checkpoints, resume and saving in trainer_files.py."""
 
-    def __init__(self, model, args=None, train_dataset=None, eval_dataset=None, data_collator=None,
-                 compute_metrics=None, preprocess_logits_for_metrics=None, processing_class=None,
-                 optimizers=(None, None)):
+    def __init__(self, model, args=None, data_collator=None, train_dataset=None, eval_dataset=None,
+                 processing_class=None, model_init=None, compute_loss_func=None, compute_metrics=None, callbacks=None,
+                 optimizers=(None, None), optimizer_cls_and_kwargs=None, preprocess_logits_for_metrics=None, **kwargs):
+        # transformers 4's `tokenizer=` (renamed processing_class in 4.46), with its FutureWarning
+        processing_class = api.renamed_tokenizer(kwargs, processing_class)
+        unsupported.refuse_keywords("Trainer()", dict(model_init=model_init, compute_loss_func=compute_loss_func,
+                                                      callbacks=callbacks or None,
+                                                      optimizer_cls_and_kwargs=optimizer_cls_and_kwargs),
+                                    api.REFUSED_KEYWORDS)
+        if kwargs:
+            raise TypeError(api.unexpected_keyword(next(iter(kwargs)), inspect.signature(Trainer.__init__).parameters))
+        hooks = unsupported.overridden(self, Trainer, api.REFUSED_METHODS)
+        if hooks:
+            raise TypeError(f"{type(self).__name__} overrides {hooks}, which npbert's Trainer never calls: "
+                            f"{api.REFUSED_METHODS[hooks[0]]}")
         self.model = model
         self.args = args if args is not None else TrainingArguments()
         if not isinstance(self.args, TrainingArguments):
             raise TypeError(f"args must be npbert.training.TrainingArguments, got {type(self.args).__name__}")
         self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
-        self.data_collator = data_collator or default_data_collator
+        if data_collator is not None and not callable(data_collator):
+            raise TypeError(f"Trainer(): data_collator must be callable, got {type(data_collator).__name__}; the "
+                            "third argument is data_collator, as in transformers: pass train_dataset= by name")
+        if data_collator is None:       # as transformers: a tokenizer given, its padding collator
+            data_collator = (DataCollatorWithPadding(processing_class) if getattr(processing_class, "pad_token_id", None)
+                             is not None else default_data_collator)
+        self.data_collator = data_collator
         self.compute_metrics = compute_metrics
         self.preprocess_logits_for_metrics = preprocess_logits_for_metrics
         self.processing_class = processing_class
@@ -74,13 +93,16 @@ class Trainer(Evaluation, Checkpointing):
         self.state = TrainerState()
         self._inputs = set(inspect.signature(model.forward).parameters)
         self.label_names = self.args.label_names or [n for n in _LABEL_NAMES if n in self._inputs]
-        self._warned_columns = False
+        # remove_unused_columns: the columns the collator sees (transformers' _signature_columns)
+        self._signature_columns = self._inputs | {"label", "label_ids"} | set(self.label_names)
+        self._warned_columns = set()
         self._patience = 0
         self.progress = None
         # the command that resumes this run, for the message after SIGINT/SIGTERM ({checkpoint}
         # is replaced by the path); the CLI sets it, a library user gets the Python call
         self.resume_command = None
         self._stop, self._last_saved, self._resumed_from = None, None, None
+        self._ignore_keys_for_eval = None
         # under mpiexec / srun: N ranks, each a share of every batch; else one process (SingleProcess)
         self.world = dist.init()
 
@@ -88,26 +110,7 @@ class Trainer(Evaluation, Checkpointing):
     def create_optimizer_and_scheduler(self, num_training_steps):
         a = self.args
         if self.optimizer is None:
-            groups = optim.optimizer_grouped_parameters(self.model, weight_decay=a.weight_decay, lr=a.learning_rate,
-                                                        layerwise_lr_decay=a.layerwise_lr_decay,
-                                                        head_lr=a.head_learning_rate)
-            betas = (a.adam_beta1, a.adam_beta2)
-            if a.optim == "adamw":
-                self.optimizer = optim.AdamW(groups, lr=a.learning_rate, betas=betas, eps=a.adam_epsilon)
-            elif a.optim == "adam":
-                self.optimizer = optim.Adam(groups, lr=a.learning_rate, betas=betas, eps=a.adam_epsilon)
-            elif a.optim == "adam_weight_decay":
-                self.optimizer = optim.AdamWeightDecay(groups, lr=a.learning_rate, betas=betas, eps=a.adam_epsilon)
-            else:   # bert_adam: its own warmup schedule and per-parameter clipping, as the tutorials use it
-                schedule = {"linear": "warmup_linear", "cosine": "warmup_cosine",
-                            "constant_with_warmup": "warmup_constant", "constant": "none"}.get(a.lr_scheduler_type)
-                if schedule is None:
-                    raise ValueError(f"optim='bert_adam' has the schedules linear, cosine, constant_with_warmup and "
-                                     f"constant, not {a.lr_scheduler_type!r}")
-                warmup = a.get_warmup_steps(num_training_steps) / num_training_steps
-                self.optimizer = optim.BertAdam(groups, lr=a.learning_rate, warmup=min(warmup, 0.999),
-                                                t_total=num_training_steps, schedule=schedule, b1=a.adam_beta1,
-                                                b2=a.adam_beta2, e=a.adam_epsilon, max_grad_norm=a.max_grad_norm)
+            self._build_optimizer(num_training_steps)
         if self.lr_scheduler is None:
             if a.optim == "bert_adam":
                 self.lr_scheduler = optim.get_constant_schedule(self.optimizer)      # BertAdam schedules itself
@@ -116,25 +119,62 @@ class Trainer(Evaluation, Checkpointing):
                                                         a.get_warmup_steps(num_training_steps), num_training_steps,
                                                         a.lr_scheduler_kwargs)
 
+    def _build_optimizer(self, num_training_steps):
+        a = self.args
+        groups = optim.optimizer_grouped_parameters(self.model, weight_decay=a.weight_decay, lr=a.learning_rate,
+                                                    layerwise_lr_decay=a.layerwise_lr_decay,
+                                                    head_lr=a.head_learning_rate)
+        betas = (a.adam_beta1, a.adam_beta2)
+        if a.optim == "adamw":
+            self.optimizer = optim.AdamW(groups, lr=a.learning_rate, betas=betas, eps=a.adam_epsilon)
+        elif a.optim == "adam":
+            self.optimizer = optim.Adam(groups, lr=a.learning_rate, betas=betas, eps=a.adam_epsilon)
+        elif a.optim == "adam_weight_decay":
+            self.optimizer = optim.AdamWeightDecay(groups, lr=a.learning_rate, betas=betas, eps=a.adam_epsilon)
+        else:   # bert_adam: its own warmup schedule and per-parameter clipping, as the tutorials use it
+            schedule = {"linear": "warmup_linear", "cosine": "warmup_cosine",
+                        "constant_with_warmup": "warmup_constant", "constant": "none"}.get(a.lr_scheduler_type)
+            if num_training_steps is None:
+                raise ValueError("optim='bert_adam' schedules itself over the run: call "
+                                 "create_optimizer_and_scheduler(num_training_steps)")
+            if schedule is None:
+                raise ValueError(f"optim='bert_adam' has the schedules linear, cosine, constant_with_warmup and "
+                                 f"constant, not {a.lr_scheduler_type!r}")
+            warmup = a.get_warmup_steps(num_training_steps) / num_training_steps
+            self.optimizer = optim.BertAdam(groups, lr=a.learning_rate, warmup=min(warmup, 0.999),
+                                            t_total=num_training_steps, schedule=schedule, b1=a.adam_beta1,
+                                            b2=a.adam_beta2, e=a.adam_epsilon, max_grad_norm=a.max_grad_norm)
+
     # ---- batches ----------------------------------------------------------------------------
     def _collate(self, dataset, indices, what):
         examples = []
         for i in indices:
             ex = dataset[int(i)]
-            if not isinstance(ex, dict):
+            if not isinstance(ex, dict):                # (a datasets.Dataset row is a dict too)
                 raise TypeError(f"{what} example {int(i)} is a {type(ex).__name__}; a dataset is a sequence of dicts")
             examples.append(ex)
+        if self.args.remove_unused_columns:
+            # as transformers: the columns model.forward does not take (text, ids, ...) are removed
+            # before the collator, so a collator of one's own meets the model's columns only
+            unused = sorted(k for k in examples[0] if k not in self._signature_columns)
+            if unused:
+                self._note_columns(unused, what, "removed before the data collator")
+                examples = [{k: v for k, v in ex.items() if k in self._signature_columns} for ex in examples]
         batch = self.data_collator(examples)
         unused = sorted(k for k in batch if k not in self._inputs)
-        if unused and not self._warned_columns:
-            warnings.warn(f"The following fields of the {what} examples are not arguments of "
-                          f"{type(self.model).__name__}.forward and are ignored: {unused}", stacklevel=3)
-            self._warned_columns = True
+        if unused:
+            self._note_columns(unused, what, "ignored")
         batch = {k: v for k, v in batch.items() if k in self._inputs}
         if "input_ids" not in batch and "inputs_embeds" not in batch:
             raise KeyError(f"{what} examples {int(indices[0])}..{int(indices[-1])} have no 'input_ids' field "
                            f"(fields: {sorted(examples[0])})")
         return batch
+
+    def _note_columns(self, unused, what, done):
+        if (what, done) not in self._warned_columns:
+            warnings.warn(f"The following fields of the {what} examples are not arguments of "
+                          f"{type(self.model).__name__}.forward and are {done}: {unused}", stacklevel=4)
+            self._warned_columns.add((what, done))
 
     def _epoch_batches(self, epoch, n):
         """Epoch `epoch`'s global batches, one per optimizer step (arrays of dataset indices): the
@@ -161,10 +201,12 @@ class Trainer(Evaluation, Checkpointing):
         return n, updates_per_epoch, total, epochs
 
     # ---- the loop -----------------------------------------------------------------------------
-    def train(self, resume_from_checkpoint=None):
+    def train(self, resume_from_checkpoint=None, trial=None, ignore_keys_for_eval=None):
         """Train, holding output_dir's run lock; see the module docstring.  Raises RunError when
         the directory is taken or holds another run's files, CheckpointError when a resume is
         refused, TrainingInterrupted after SIGINT / SIGTERM."""
+        unsupported.refuse_keywords("Trainer.train()", {"trial": trial}, api.REFUSED_KEYWORDS)
+        self._ignore_keys_for_eval = ignore_keys_for_eval
         a = self.args
         lock = runs.RunLock(a.output_dir)
         # (under mpiexec rank 0 alone locks and checks; a refusal stops every rank with its message)
@@ -220,7 +262,8 @@ class Trainer(Evaluation, Checkpointing):
                 lr = self._last_lr
                 self.progress.update(st.global_step, st.epoch, loss, lr, norm)
                 epoch_end = u == updates_per_epoch - 1
-                if st.global_step % st.logging_steps == 0 or (a.logging_first_step and st.global_step == 1):
+                log_first = a.logging_first_step and st.global_step == 1
+                if self._due(a.logging_strategy, st.logging_steps, epoch_end) or log_first:
                     entry = {"loss": round(loss_since_log / steps_since_log, 4), "learning_rate": lr,
                              "epoch": round(st.epoch, 4), "step": st.global_step}
                     if norm is not None:
@@ -229,7 +272,7 @@ class Trainer(Evaluation, Checkpointing):
                     loss_since_log, steps_since_log = 0.0, 0
                 is_best = False
                 if self._due(a.eval_strategy, st.eval_steps, epoch_end):
-                    metrics = self.evaluate()
+                    metrics = self.evaluate(ignore_keys=self._ignore_keys_for_eval)
                     is_best, stop_early = self._track_best(metrics)
                     stop = stop or stop_early
                 saved = self._due(a.save_strategy, st.save_steps, epoch_end)

@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from npbert.training import TrainingArguments
-from npbert.training.offline_args import IGNORED, REFUSED
+from npbert.training.offline_args import ALIASES, IGNORED, REFUSED
 
 NPBERT_FIELDS = {f.name for f in dataclasses.fields(TrainingArguments)}
 
@@ -19,7 +19,7 @@ def transformers_fields():
     transformers = pytest.importorskip("transformers")
     out = {}
     for f in dataclasses.fields(transformers.TrainingArguments):
-        if f.name in NPBERT_FIELDS or not f.init:
+        if f.name in NPBERT_FIELDS or f.name in ALIASES or not f.init:
             continue
         if f.default is not dataclasses.MISSING:
             out[f.name] = f.default
