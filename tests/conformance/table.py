@@ -225,6 +225,9 @@ NOT_APPLICABLE = {
             "PreTrainedTokenizerBase.convert_to_native_format", "PreTrainedTokenizerBase.convert_added_tokens*",
             "PreTrainedTokenizerBase.add_special_tokens(replace_extra_special_tokens)",
             "pipeline(use_fast)", "BertTokenizer(vocab)", "pipeline('token-classification')(offset_mapping)"],
+    ("a head's loss is stated once, in its loss_terms(batch), and computed by the model's call "
+     "(docs/custom_heads.md); transformers' loss functions (ForCausalLMLoss, ...) are not a model attribute here"):
+        ["PreTrainedModel.loss_function"],
     "BatchEncoding.convert_to_tensors: return_tensors='np' at the call gives NumPy arrays; npbert has no torch tensors":
         ["BatchEncoding.convert_to_tensors*"],
     _CHAT: ["*chat_template*", "*parse_response*", "*response_parser*", "*encode_message_with_chat_template*"],
@@ -239,7 +242,7 @@ NOT_APPLICABLE = {
                "PreTrainedModel.get_correct_*", "PreTrainedModel.is_distributed_loading_by_transformers",
                "PreTrainedModel.get_init_context*", "PreTrainedModel.can_record_outputs",
                "PreTrainedModel.retrieve_modules_from_names*", "PreTrainedModel.warn_if_padding_and_no_attention_mask*",
-               "PreTrainedModel.input_modalities", "PreTrainedModel.loss_function", "PreTrainedModel.dummy_inputs",
+               "PreTrainedModel.input_modalities", "PreTrainedModel.dummy_inputs",
                "PreTrainedModel.from_pretrained(use_safetensors)", "PreTrainedModel.from_pretrained(weights_only)",
                "PreTrainedModel.from_pretrained(fusion_config)", "PreTrainedModel.from_pretrained(disable_mmap)",
                "PreTrainedModel.save_pretrained(state_dict)", "PreTrainedModel.save_pretrained(save_*_format)",
