@@ -21,7 +21,7 @@ import numpy as np
 
 import npbert
 from npbert.cli.common import CliError, load_tokenizer
-from npbert.cli.explain_walk import BACKWARD_TOL, check
+from npbert.cli.explain_walk import BACKWARD_TOL, check, concat
 from npbert.modeling.loss_terms import HeadLoss
 
 # the label arguments of transformers' heads, in the order of their forward's signature
@@ -278,8 +278,8 @@ def head_loss_backward(head, batch, hout, shape, label_flag, head_check, loss_ch
     loss = float(hout.loss)
     names = list(hgrads)
     head_check["backward"] = check(
-        f"{hname}.backward(**d loss / d outputs)", np.concatenate([hgrads_out[n].ravel() for n in names]),
-        np.concatenate([hgrads[n].ravel() for n in names]), BACKWARD_TOL, checks,
+        f"{hname}.backward(**d loss / d outputs)", concat(hgrads_out, names), concat(hgrads, names), BACKWARD_TOL,
+        checks,
         f"d loss / d {', '.join(dout)} from the loss terms, through {hname}.backward(...), gives every parameter's "
         f"gradient of {hname}.backward() of its loss")
     means = {t.name: float(t.mean) for t in terms}

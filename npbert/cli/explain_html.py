@@ -35,7 +35,7 @@ from npbert.cli.explain_heads import (head_class, head_inputs, head_loss_backwar
                                       output_source, parse_labels, tied_names)
 from npbert.cli.explain_page import render_page
 from npbert.cli.explain_stages import SECTIONS, run_backward, run_forward, source_line
-from npbert.cli.explain_walk import BACKWARD_TOL, Checks, check, gradient_check
+from npbert.cli.explain_walk import BACKWARD_TOL, Checks, check, concat, gradient_check
 from npbert.io._atomic import atomic_write
 
 SCHEMA = "npbert-explain/2"
@@ -168,10 +168,6 @@ def _load_head(args, folder):
     return load_checkpoint(cls, folder, "--model", dtype=np.float64).eval()
 
 
-def _concat(grads, names):
-    return np.concatenate([grads[n].ravel() for n in names])
-
-
 def build_data(args, out_path, load_model, tokenize, head=None, given_labels=None):
     """Everything the page shows, as the dict embedded in it; and the Checks.  load_model, tokenize:
     the text explain's, passed in by npbert/cli/explain.py (which imports this module).  head,
@@ -244,7 +240,7 @@ def build_data(args, out_path, load_model, tokenize, head=None, given_labels=Non
         bert = [n for n in g64 if prefix + n not in tied]
         left_out = ", ".join(sorted(n[len(prefix):] for n in tied if n.startswith(prefix)))
         loss_checks.append(check(
-            f"{hname}.backward()", _concat(g64, bert), _concat(hgrads, [prefix + n for n in bert]),
+            f"{hname}.backward()", concat(g64, bert), concat(hgrads, [prefix + n for n in bert]),
             BACKWARD_TOL, checks, f"what {hname}.backward() hands to BERT, as d last_hidden_state and d pooler_output: "
             f"every BERT parameter's gradient from BertModel.backward of it = {hname}.backward()'s"
             + (f" (but {left_out}: the head uses it too, so its gradient there holds both uses)" if left_out else "")))

@@ -58,6 +58,11 @@ def check(name, mine, ref, tol, checks, what=None):
 
 
 
+def concat(grads, names):
+    """The gradients `names` of a {name: array} dict, flattened into one vector (one check over all)."""
+    return np.concatenate([grads[n].ravel() for n in names])
+
+
 class Checks:
     """Collects named pass/fail results for the final verdict."""
 

@@ -42,9 +42,8 @@ element-wise op, as transformers' `logits.squeeze()` for one regression label) o
 shape plus the output's last axis (an op over classes, as `logits.view(-1, K)`), and its gradient
 comes back in the output's shape.
 """
-from collections import namedtuple
-
 import inspect
+from collections import namedtuple
 
 import numpy as np
 
@@ -65,9 +64,9 @@ LossOp.__new__.__defaults__ = (False,)
 
 cross_entropy = LossOp("cross_entropy", losses.cross_entropy_forward, losses.cross_entropy_backward,
                        losses.cross_entropy_count, over_classes=True)
-mse = LossOp("mse", losses.mse_forward, losses.mse_backward, lambda target: losses.elementwise_count(target))
+mse = LossOp("mse", losses.mse_forward, losses.mse_backward, losses.elementwise_count)
 bce_with_logits = LossOp("bce_with_logits", losses.bce_with_logits_forward, losses.bce_with_logits_backward,
-                         lambda target: losses.elementwise_count(target))
+                         losses.elementwise_count)
 
 
 class LossTerm:
@@ -100,7 +99,7 @@ def _op_input(term, y):
     shape = target + y.shape[-1:] if term.op.over_classes else target
     if y.shape == shape:
         return y
-    if y.size != int(np.prod(shape)) or (term.op.over_classes and y.shape[-1:] != shape[-1:]):
+    if y.size != int(np.prod(shape)):
         want = f"{target} plus a class axis" if term.op.over_classes else str(target)
         raise ValueError(f"loss term {term.name!r}: its output {term.output} has shape {y.shape}, which does not "
                          f"fit its target of shape {target} (the op {term.op.name} takes {want})")
@@ -218,11 +217,6 @@ def has_labels(batch, *keys):
     return all(batch.get(k) is not None for k in keys)
 
 
-def counted(labels, ignore=IGNORE_INDEX):
-    """The number of labels that count (not `ignore`)."""
-    return losses.cross_entropy_count(labels, ignore)
-
-
 class HeadDeclaration:
     """What a model says about its loss and outputs, read by the Trainer, data-parallel training
     and npbert.interpret (BertPreTrainedModel inherits it; a head overrides what differs)."""
@@ -262,10 +256,9 @@ class HeadDeclaration:
                 else "it declares its loss in loss_terms(batch), docs/custom_heads.md")
 
     def _upstream_names(self):
-        """The outputs whose upstream gradient the head's _backward takes by name, and loss=."""
+        """The outputs whose upstream gradient the head's _backward takes by name."""
         params = inspect.signature(self._backward).parameters
-        return [n for n, p in params.items() if n != "cache" and p.kind != p.VAR_KEYWORD] + ["loss"]
-
+        return [n for n, p in params.items() if n != "cache" and p.kind != p.VAR_KEYWORD]
 
     # {kind of target: the output it indexes} for npbert.interpret: "class" (c -> output[b, c]),
     # "token_class" ((position, label)), "token" ((position, token id)), "span" (("start" | "end",

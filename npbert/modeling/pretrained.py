@@ -309,16 +309,17 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
                 raise TypeError("backward(): give loss= (one scale) or loss_scales= (one per term), not both")
             upstream["loss"] = dict(loss_scales)
         if all(v is None for v in upstream.values()):
-            if self.head_loss is None and self._cache is not None and not self._computes_a_loss():
-                raise ValueError(f"{type(self).__name__} computes no loss: backward() needs the upstream gradient of at "
-                                 f"least one output by name, e.g. backward({self._upstream_names()[0]}=...) (it takes "
-                                 f"{', '.join(self._upstream_names()[:-1])})")
-            if self.head_loss is None and self._cache is not None:
+            if self.head_loss is None and self._cache is not None:      # (no forward at all: _run_backward says so)
+                names = self._upstream_names()
+                if not self._computes_a_loss():
+                    raise ValueError(f"{type(self).__name__} computes no loss: backward() needs the upstream gradient "
+                                     f"of at least one output by name, e.g. backward({names[0]}=...) (it takes "
+                                     f"{', '.join(names)})")
                 raise RuntimeError(
                     f"{type(self).__name__}.backward() without an upstream gradient differentiates the loss, but the "
                     f"last forward call computed no loss ({self._label_hint()}). Pass the labels to the forward, or "
-                    f"pass the upstream gradient of an output by name, e.g. backward({self._upstream_names()[0]}=...) "
-                    f"(it takes {', '.join(self._upstream_names())})")
+                    f"pass the upstream gradient of an output by name, e.g. backward({names[0]}=...) "
+                    f"(it takes {', '.join(names + ['loss'])})")
             upstream["loss"] = 1.0
         grads, intermediate_grads = self._run_backward(retain_graph, upstream, return_intermediate_grads)
         # transformers' named_parameters() order, every trainable parameter present (zeros if
@@ -342,10 +343,10 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
         # backward that raises leaves the forward usable.
         upstream = {k: v for k, v in upstream.items() if v is not None}
         dloss = upstream.pop("loss", None)
-        params = inspect.signature(self._backward).parameters
-        accepted = [n for n, p in params.items() if n != "cache" and p.kind != p.VAR_KEYWORD]
+        accepted = self._upstream_names()
+        takes_any = any(p.kind == p.VAR_KEYWORD for p in inspect.signature(self._backward).parameters.values())
         unknown = [n for n in upstream if n not in accepted]
-        if unknown and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        if unknown and not takes_any:
             raise TypeError(f"{type(self).__name__}.backward() got unexpected keyword(s) {unknown}: it takes the "
                             f"upstream gradient of an output by name, one of {accepted + ['loss']} (and retain_graph)")
         if dloss is not None:                      # the loss's upstream -> its outputs' (loss_terms.py)
@@ -353,7 +354,7 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
                 raise ValueError(f"{type(self).__name__}.backward(): a gradient for loss was given, but the last "
                                  f"forward computed no loss ({self._label_hint()})")
             for name, d in self.head_loss.backward(dloss).items():
-                if name not in accepted and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+                if name not in accepted and not takes_any:
                     raise TypeError(f"{type(self).__name__}: its loss term differentiates {name!r}, which its "
                                     f"_backward does not take (it takes {accepted})")
                 upstream[name] = d if upstream.get(name) is None else np.asarray(upstream[name]) + d
