@@ -80,8 +80,8 @@ def test_set_path_switches_a_model_to_the_other_classes_with_the_same_parameters
     before = model.state.params["bert.encoder.layer.1.attention.self.query.weight"]
     assert model.set_path("fast") is model and model.path == "fast"
     layer = model.bert.encoder.layer[1]
-    assert type(layer).__name__ == "FastBertLayer" and type(layer.attention.self).__name__ == "FastBertSelfAttention"
-    assert type(model.bert.encoder).__name__ == "FastBertEncoder"
+    assert type(layer).__name__ == "BertLayer" and type(layer.attention.self).__name__ == "FastBertSelfAttention"
+    assert type(layer.intermediate).__name__ == "FastBertIntermediate"
     assert model.state.params["bert.encoder.layer.1.attention.self.query.weight"] is before
     assert "BertSelfAttention(" in repr(model) and "Fast" not in repr(model)   # transformers' names either way
     np.testing.assert_allclose(model(input_ids=ids).logits, want, rtol=1e-12, atol=1e-15)   # float64 round-off

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from npbert.ops.affine_rows import AffineRows
+from npbert.interpret.affine_rows import AffineRows
 
 from .baselines import baseline_ids_or_values, default_baseline_ids
 from .layers import layer_output, prepare_inputs, resolve_layer, run_from, tiled

@@ -24,6 +24,7 @@ import numpy as np
 
 from npbert.modeling import no_grad
 
+from .affine_rows import AffineRows
 from .targets import check_output_shapes
 
 Layer = namedtuple("Layer", ["name", "kind", "index"])   # kind: "word_embeddings" | "embeddings" | "encoder"
@@ -142,6 +143,18 @@ def inspecting(model):
         model.train(was_training)
 
 
+@contextlib.contextmanager
+def needing_inputs_embeds_grad(model):
+    """model.inputs_embeds_grad computed in the block's backward even with every parameter frozen
+    (inspecting freezes them); the model's own setting restored afterwards."""
+    before = model.state.need_inputs_embeds_grad
+    model.state.need_inputs_embeds_grad = True
+    try:
+        yield model
+    finally:
+        model.state.need_inputs_embeds_grad = before
+
+
 def layer_output(model, inputs, layer, input_ids=None):
     """The output of `layer` (B, T, H) for `inputs` (their input_ids replaced by `input_ids` if
     given, e.g. a baseline's), in eval mode, no gradient."""
@@ -163,7 +176,7 @@ def run_from(model, inputs, layer, values, target, B, with_grad=True, read_layer
     when `read_layer` (an encoder Layer) is given, is (its output (R, T, H), dF/d it (R, T, H));
     with_grad=False: only F (the gradients None).
 
-    values may be an AffineRows (npbert/ops/affine_rows.py: the points of integrated gradients
+    values may be an AffineRows (npbert/interpret/affine_rows.py: the points of integrated gradients
     at "bert.embeddings"); the gradient is then sum over each example's S rows of
     row_weights[r] dF_r/dvalues[r], (B, T, H): the backward is linear in its upstream gradient,
     so each row's upstream is scaled by its weight and the model sums."""
@@ -175,6 +188,9 @@ def run_from(model, inputs, layer, values, target, B, with_grad=True, read_layer
         kwargs["input_ids"] = inputs["input_ids"]
     flags = {"output_hidden_states": True} if read_layer is not None else {}
     replace = layer.kind == "embeddings"
+    lines = values if isinstance(values, AffineRows) else None
+    if lines is not None:
+        values = lines.materialize()                                                 # (R, T, H)
     with inspecting(model), (contextlib.nullcontext() if with_grad else no_grad()):
         replaced = {base.prefix + "embeddings": values} if replace else {}
         with model.state.call.setting(replaced_outputs=replaced):
@@ -187,13 +203,14 @@ def run_from(model, inputs, layer, values, target, B, with_grad=True, read_layer
         if row_weights is not None:                  # row r's upstream times its weight
             upstream = {name: u * np.asarray(row_weights, u.dtype).reshape((-1,) + (1,) * (u.ndim - 1))
                         for name, u in upstream.items()}
-        with model.state.call.setting(need_inputs_embeds_grad=True):
+        with needing_inputs_embeds_grad(model):
             if read_layer is None:
                 model.backward(**upstream)
             else:
                 _, igrads = model.backward(**upstream, return_intermediate_grads=True)
     dvalues = model.inputs_embeds_grad          # with the embeddings' output replaced: that output's gradient
-                                                # (an AffineRows': each example's sum, (B, T, H))
+    if lines is not None:
+        dvalues = lines.sum_by_example(dvalues)                                      # (B, T, H)
     read = None
     if read_layer is not None:
         j = read_layer.index + 1

@@ -6,7 +6,6 @@ and positions are checked by BertEmbeddings.prepare_inputs, the masks here).
 """
 import numpy as np
 
-from npbert.ops.affine_rows import AffineRows
 from npbert.ops.attention_mask import get_extended_attention_mask
 
 from .embeddings import BertEmbeddings
@@ -64,10 +63,14 @@ class BertModel(BertPreTrainedModel):
 
     # ---- forward / backward -----------------------------------------------------------
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                head_mask=None, inputs_embeds=None, output_hidden_states=False, output_attentions=False):
+                head_mask=None, inputs_embeds=None, output_hidden_states=False, output_attentions=False, *,
+                read_rows=None):
         """input_ids: (B, T) ints, or inputs_embeds: (B, T, H).  Returns (output, cache) with
         output.last_hidden_state (B, T, H), output.pooler_output (B, H), and with the flags
-        output.hidden_states (L+1 arrays (B, T, H)) and output.attentions (L arrays (B, N, T, T))."""
+        output.hidden_states (L+1 arrays (B, T, H)) and output.attentions (L arrays (B, N, T, T)).
+        read_rows = (a, b) (npbert's own; a head that reads the [CLS] row alone passes (0, 1)): the
+        only rows of last_hidden_state the caller reads; in eval the last layer may compute those
+        alone, and the other rows are NaN (BertEncoder.forward)."""
         ids, types, positions, inputs_embeds, mask, head_mask = self._prepare_inputs(
             input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds)
         replaced = self.state.call.replaced_outputs.get(self.prefix + "embeddings")
@@ -75,11 +78,13 @@ class BertModel(BertPreTrainedModel):
             embedding_output, embeddings_cache = self.embeddings.forward(ids, types, positions, inputs_embeds)
         else:                               # run from a given embeddings output (npbert.interpret)
             embedding_output, embeddings_cache = self._check_replaced_embeddings(replaced, types.shape), None
-        records = [{} for _ in self.encoder.layer] if self.state.call.keep_intermediates else None
+        kept = self.state.call.intermediates      # a list in model(..., output_intermediates=True): pretrained.py
+        records = [{} for _ in self.encoder.layer] if kept is not None else None
         sequence_output, hidden_states, attentions, encoder_cache = self.encoder.forward(
-            embedding_output, mask, head_mask, output_hidden_states, output_attentions, records=records)  # (B, T, H)
-        if records is not None:             # model(..., output_intermediates=True): pretrained.py
-            self.state.call.intermediates = Intermediates.from_records(embedding_output, records)
+            embedding_output, mask, head_mask, output_hidden_states, output_attentions, records=records,
+            read_rows=read_rows)                                                   # (B, T, H)
+        if records is not None:
+            kept.append(Intermediates.from_records(embedding_output, records))
         pooled_output, pooler_cache = None, None
         if self.pooler is not None:
             pooled_output, pooler_cache = self.pooler.forward(sequence_output)     # (B, H)
@@ -90,13 +95,12 @@ class BertModel(BertPreTrainedModel):
             attentions=attentions)
         cache = {"embeddings": embeddings_cache, "encoder": encoder_cache, "pooler": pooler_cache,
                  "shape": sequence_output.shape, "hidden_states": output_hidden_states,
-                 "attentions": output_attentions, "replaced": replaced}
+                 "attentions": output_attentions}
         return output, cache
 
     def _check_replaced_embeddings(self, value, shape):
-        """The array the embeddings' output is replaced by: (B, T, H) of the inputs, the model's dtype.
-        An AffineRows (npbert/ops/affine_rows.py) stands for its rows."""
-        value = value.materialize() if isinstance(value, AffineRows) else np.asarray(value)
+        """The array the embeddings' output is replaced by: (B, T, H) of the inputs, the model's dtype."""
+        value = np.asarray(value)
         expected = tuple(shape) + (self.config.hidden_size,)
         if value.shape != expected:
             raise ValueError(f"the replacement for {self.prefix}embeddings' output has shape {value.shape}, "
@@ -108,9 +112,9 @@ class BertModel(BertPreTrainedModel):
 
     def _backward(self, cache, last_hidden_state=None, pooler_output=None, hidden_states=None, attentions=None):
         """Upstream gradients by output name -> (grads, d inputs_embeds (B, T, H)).
-        With model.backward(..., return_intermediate_grads=True) (pretrained.py) it also leaves the
-        gradients of the hidden states, attention probabilities and head-mask values in
-        self.state.call.intermediate_grads."""
+        With model.backward(..., return_intermediate_grads=True) (pretrained.py) it also appends the
+        gradients of the hidden states, attention probabilities and head-mask values to that
+        call's list, self.state.call.intermediate_grads."""
         B, T, H = cache["shape"]
         L, N = self.config.num_hidden_layers, self.config.num_attention_heads
         dtype = self.state.dtype
@@ -128,7 +132,8 @@ class BertModel(BertPreTrainedModel):
         dattn = _upstream_list("attentions", attentions, L, (B, N, T, T), dtype)
         # With frozen parameters (model.freeze) the backward ends at the lowest layer that has a
         # trainable parameter: nothing below it needs a gradient (unless the intermediates' do).
-        records = [{} for _ in self.encoder.layer] if self.state.call.keep_intermediate_grads else None
+        kept = self.state.call.intermediate_grads          # a list when the backward returns them
+        records = [{} for _ in self.encoder.layer] if kept is not None else None
         stop = 0 if records is not None else self._lowest_layer_needing_grad()
         if stop == L and (self.pooler is None or not self.pooler.trainable("dense.weight")
                           and not self.pooler.trainable("dense.bias")):
@@ -146,30 +151,20 @@ class BertModel(BertPreTrainedModel):
                                                      records=records)
         grads.update(g)
         if records is not None:
-            self.state.call.intermediate_grads = IntermediateGrads.from_records(dembedding_output, records)
+            kept.append(IntermediateGrads.from_records(dembedding_output, records))
         if dembedding_output is None:                    # everything below is frozen
             return grads, None
         if cache["embeddings"] is None:                  # the embeddings' output was replaced (npbert.interpret):
-            return grads, self._replacement_grad(cache, dembedding_output)
+            return grads, dembedding_output              # its gradient
         dinputs_embeds, g = self.embeddings.backward(dembedding_output, cache["embeddings"])
         grads.update(g)
         return grads, dinputs_embeds
-
-    @staticmethod
-    def _replacement_grad(cache, dembedding_output):
-        """model.inputs_embeds_grad when the embeddings' output was replaced: the replacement's
-        gradient (B, T, H); for an AffineRows, each example's sum over its rows (examples, T, H),
-        which the fast encoder's first layer may have summed already (HalfCaches.summed)."""
-        replaced = cache["replaced"]
-        if isinstance(replaced, AffineRows) and not getattr(cache["encoder"], "summed", False):
-            return replaced.sum_by_example(dembedding_output)
-        return dembedding_output
 
     def _lowest_layer_needing_grad(self):
         """0 when the embeddings (or model.inputs_embeds_grad) need a gradient, else the lowest
         encoder layer holding a trainable parameter (L when none does)."""
         frozen = self.state.frozen
-        if not frozen or self.state.call.need_inputs_embeds_grad:
+        if not frozen or self.state.need_inputs_embeds_grad:
             return 0
         trainable = [n for n in self.state.params if n.startswith(self.prefix) and n not in frozen]
         if any(n.startswith(self.prefix + "embeddings.") for n in trainable):

@@ -16,10 +16,13 @@ instead of its activations, and the backward runs the layer's forward again to g
 Dropout masks are keyed by (step, site, row), so the second forward draws the same masks: the
 gradients are the same, bit for bit, for one more forward of each layer (docs/long_sequences.md).
 """
+import numpy as np
+
 from npbert.settings import BOOL, POSITIVE_INT_OR_NONE
 
 from .attention import BertAttention
 from .feed_forward import BertIntermediate, BertOutput
+from .halves import HalfCaches, backward_in_halves, forward_in_halves
 from .module import Module, ModuleList
 
 
@@ -35,13 +38,19 @@ class BertLayer(Module):
         self.intermediate = state.module_class(BertIntermediate)(state, prefix + "intermediate.")
         self.output = state.module_class(BertOutput)(state, prefix + "output.")
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, record=None):
-        """(B, T, H) -> ((B, T, H), probs (B, N, T, T), cache).  record: an optional dict that gets
-        the attention's intermediates, attention_output, intermediate_output and layer_output."""
-        attention_output, probs, attention_cache = self.attention.forward(hidden_states, attention_mask, head_mask,
-                                                                          record)
-        intermediate_output, intermediate_cache = self.intermediate.forward(attention_output)   # (B, T, I)
-        layer_output, output_cache = self.output.forward(intermediate_output, attention_output)  # (B, T, H)
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, record=None, output_attentions=True,
+                query_rows=None):
+        """(B, T, H) -> ((B, F, H), probs (B, N, F, T), cache), F = T, or b - a with query_rows = (a, b)
+        (BertSelfAttention.forward).  record: an optional dict that gets the attention's
+        intermediates, attention_output, intermediate_output and layer_output.  Under
+        npbert.no_grad() each sublayer's cache is dropped as soon as it is made."""
+        keep = self.state.call.keep_caches
+        attention_output, probs, attention_cache = self.attention.forward(
+            hidden_states, attention_mask, head_mask, record, output_attentions, query_rows)     # (B, F, H)
+        attention_cache = attention_cache if keep else None
+        intermediate_output, intermediate_cache = self.intermediate.forward(attention_output)   # (B, F, I)
+        intermediate_cache = intermediate_cache if keep else None
+        layer_output, output_cache = self.output.forward(intermediate_output, attention_output)  # (B, F, H)
         if record is not None:
             record.update(attention_output=attention_output, intermediate_output=intermediate_output,
                           layer_output=layer_output)
@@ -50,9 +59,10 @@ class BertLayer(Module):
     def backward(self, dout, cache, dprobs=None, record=None):
         attention_cache, intermediate_cache, output_cache = cache
         dintermediate_output, dattention_output, grads = self.output.backward(dout, output_cache)
-        d, g = self.intermediate.backward(dintermediate_output, intermediate_cache)
+        d, g = self.intermediate.backward(dintermediate_output, intermediate_cache, overwrite_dout=True)
         grads.update(g)
-        dattention_output = dattention_output + d     # attention_output fed the FFN and its residual
+        dattention_output += d     # attention_output fed the FFN and its residual (the array is this backward's)
+        del dintermediate_output, d                   # (B, T, I) and (B, T, H) not held through the attention
         dx, g = self.attention.backward(dattention_output, attention_cache, dprobs, record)
         grads.update(g)
         return dx, grads
@@ -88,29 +98,73 @@ class BertEncoder(Module):
     def __init__(self, state, prefix):
         super().__init__(state, prefix)
         self.gradient_checkpointing = False       # transformers' flag: model.gradient_checkpointing_enable()
-        self.attention_tiles_from = TILES_FROM    # the fast path: attention in tiles from this many tokens on
         self.layer = ModuleList(state, prefix + "layer.", [state.module_class(BertLayer)(state, f"{prefix}layer.{i}.")
                                                            for i in range(self.config.num_hidden_layers)])
+        self.attention_tiles_from = TILES_FROM    # the fast path: attention in tiles from this many tokens on
+
+    @property
+    def attention_tiles_from(self):
+        """The fast path runs a layer's attention in tiles (npbert/fast/tiled_attention.py) for
+        sequences of at least this many tokens, when no one reads its probabilities; None: never.
+        Each layer's self-attention holds the value (FastBertSelfAttention reads it)."""
+        return self.layer[0].attention.self.attention_tiles_from if len(self.layer) else None
+
+    @attention_tiles_from.setter
+    def attention_tiles_from(self, value):
+        for layer in self.layer:
+            layer.attention.self.attention_tiles_from = value
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None,
-                output_hidden_states=False, output_attentions=False, records=None):
+                output_hidden_states=False, output_attentions=False, records=None, read_rows=None):
         """hidden_states: (B, T, H); head_mask: (L, N) or None; records: None or L dicts to fill
-        with each layer's intermediates.
+        with each layer's intermediates; read_rows = (a, b): the only rows of the last hidden state
+        anyone reads (a head reading the [CLS] row alone), so that on the fast path, in eval and
+        when nothing else reads the last layer's other rows, it computes rows [a, b) only, and
+        the returned last hidden state is NaN in the others (as nanoGPT's `x[:, [-1], :]` at
+        generation).
         Returns (last (B, T, H), all_hidden_states (L+1 arrays) or None, all_attentions
-        (L arrays) or None, caches); the two tuples are collected only when asked for."""
+        (L arrays) or None, caches); the two tuples are collected only when asked for.
+
+        On the fast path a batch of B >= 2 rows runs as two halves side by side (halves.py), each
+        through this same loop (forward_layers)."""
+        if read_rows is not None and (self.state.path != "fast" or output_hidden_states or records is not None
+                                      or self.training):
+            read_rows = None                          # (the reference path computes every row: the plain formula)
+        if self.state.path == "fast" and hidden_states.shape[0] >= 2:
+            return forward_in_halves(self, hidden_states, attention_mask, head_mask, output_hidden_states,
+                                     output_attentions, records, read_rows)
+        return self.forward_layers(hidden_states, attention_mask, head_mask, output_hidden_states,
+                                   output_attentions, records, read_rows)
+
+    def forward_layers(self, hidden_states, attention_mask=None, head_mask=None,
+                       output_hidden_states=False, output_attentions=False, records=None, read_rows=None):
+        """forward's loop over the layers, on the rows given (forward's arguments)."""
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None
-        caches = []
+        caches = LayerCaches()
+        probs_read = output_attentions or records is not None     # every query row's probabilities are read
+        L = len(self.layer)
         for i, layer_module in enumerate(self.layer):
             layer_head_mask = head_mask[i] if head_mask is not None else None
-            args = (hidden_states, attention_mask, layer_head_mask, None if records is None else records[i])
-            hidden_states, probs, cache = layer_module.forward(*args)
+            query_rows = read_rows if i == L - 1 else None
+            args = (hidden_states, attention_mask, layer_head_mask, None if records is None else records[i],
+                    probs_read, query_rows)
+            layer_output, probs, cache = layer_module.forward(*args)
             caches.append(LayerRecompute(layer_module, args, {}) if self._checkpointing(records) else cache)
             del cache
+            if query_rows is not None:                # rows [a, b) of (B, T, H); nothing reads the others
+                B, T, H = hidden_states.shape
+                hidden_states = np.full((B, T, H), np.nan, dtype=layer_output.dtype)
+                hidden_states[:, query_rows[0]:query_rows[1]] = layer_output
+                caches.read_rows = query_rows
+            else:
+                hidden_states = layer_output
+            del layer_output
             if output_hidden_states:
                 all_hidden_states = all_hidden_states + (hidden_states,)
             if output_attentions:
                 all_attentions = all_attentions + (probs,)
+            del probs                                 # not held while the next layer runs
         return hidden_states, all_hidden_states, all_attentions, caches
 
     def _checkpointing(self, records):
@@ -127,15 +181,24 @@ class BertEncoder(Module):
 
         stop > 0: layers below `stop` hold only frozen parameters and nothing below them needs a
         gradient (model.freeze), so the backward ends after layer `stop` and returns (None, grads)."""
+        if isinstance(caches, HalfCaches):
+            return backward_in_halves(self, dout, caches, dhidden_states, dattentions, stop, records)
+        return self.backward_layers(dout, caches, dhidden_states, dattentions, stop, records)
+
+    def backward_layers(self, dout, caches, dhidden_states=None, dattentions=None, stop=0, records=None):
+        """backward's loop over the layers (backward's arguments), for caches of forward_layers."""
         grads = {}
         dx = dout
-        for i in reversed(range(stop, len(self.layer))):
+        L = len(self.layer)
+        for i in reversed(range(stop, L)):
             if dhidden_states is not None and dhidden_states[i + 1] is not None:
                 dx = dx + dhidden_states[i + 1]       # hidden state i+1 is also an output
             dprobs = None if dattentions is None else dattentions[i]
             record = None if records is None else records[i]
             if record is not None:
                 record["layer_output"] = dx           # (B, T, H); the layers' backward does not change it
+            if i == L - 1 and caches.read_rows is not None:    # the last layer made rows [a, b) only
+                dx = np.ascontiguousarray(dx[:, caches.read_rows[0]:caches.read_rows[1]])
             cache = caches[i].cache() if isinstance(caches[i], LayerRecompute) else caches[i]
             if self.state.call.release_caches:
                 caches[i] = None                      # (freed with this layer; kept for retain_graph)
@@ -147,3 +210,10 @@ class BertEncoder(Module):
         if dhidden_states is not None and dhidden_states[0] is not None:
             dx = dx + dhidden_states[0]
         return dx, grads
+
+
+class LayerCaches(list):
+    """The L layers' caches of one forward_layers run; read_rows: the rows [a, b) its last layer
+    computed alone (None: every row)."""
+
+    read_rows = None

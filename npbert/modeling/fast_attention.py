@@ -1,21 +1,19 @@
 """The fast twins of the attention block (npbert/modeling/attention.py): Q, K, V as one GEMM with
 the three weights stacked, the parameters stored so that the stacked weight is their own memory,
-and the [CLS]-row-alone variants of the last layer.  What each computes is its reference class's
-number, tested equal (tests/fast/test_models_fast_equals_reference.py); the module docstring of
+attention in tiles for long sequences, and the self-output's residual in place.  What each
+computes is its reference class's number, tested equal (tests/fast/test_models_fast_equals_reference.py); the module docstring of
 npbert/modeling/fast.py lists every twin.
 
     B = batch, T = tokens, R = rows computed, H = hidden size, N = heads, D = H / N
 """
-import dataclasses
-
 import numpy as np
 
 import npbert.fast as fast
 from npbert.fast.tiled_attention import tiled_attention_backward, tiled_attention_forward
 from npbert.ops.linear import linear_input_grad, linear_param_grads
 
-from .attention import BertAttention, BertSelfAttention, BertSelfOutput
-from .call import NO_EXTRA
+from .attention import (BertSelfAttention, BertSelfOutput, context_grad_of_every_row, probs_grad_of_every_row,
+                        query_rows_of_mask)
 
 
 def share_qkv_memory(state):
@@ -65,8 +63,8 @@ def _release(module, cache):
 class FastBertSelfAttention(BertSelfAttention):
     """BertSelfAttention.forward's numbers: Q, K, V = x [Wq; Wk; Wv]^T + [bq, bk, bv] in one GEMM,
     then npbert/fast/attention.py (softmax(Q K^T / sqrt(D) + mask), dropout, head mask, times V),
-    or with extra.tiles npbert/fast/tiled_attention.py (the same formula in tiles, no (B, N, F, T)
-    array: the returned probs are None)."""
+    or, for a long sequence whose probabilities no one reads, npbert/fast/tiled_attention.py (the
+    same formula in tiles, no (B, N, F, T) array: the returned probs are None)."""
 
     def stacked_qkv(self):
         """[Wq; Wk; Wv] (3H, H) and [bq, bk, bv] (3H,): the three projections as one nn.Linear
@@ -75,41 +73,45 @@ class FastBertSelfAttention(BertSelfAttention):
         return (_stacked([self.p(f"{n}.weight") for n in names]),
                 _stacked([self.p(f"{n}.bias") for n in names]))
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, record=None, *, extra=NO_EXTRA):
-        """extra (npbert/modeling/call.py: FastArgs): first_row, the global index of the first row;
-        rows, compute query rows [a, b) only; tiles, attention in tiles (not with a record);
-        lines, an AffineRows whose rows hidden_states are (the first layer under integrated
-        gradients, npbert/ops/affine_rows.py): Q, K, V then come from its two ends, and the
-        backward returns the input gradient summed over each example's rows, (examples, T, H)."""
-        first_row, lines = extra.first_row, extra.lines
-        if extra.rows is not None:
-            return self._forward_rows(hidden_states, attention_mask, head_mask, first_row, extra.rows)
-        if extra.tiles and record is not None:
-            raise ValueError("attention in tiles keeps no probabilities: it cannot fill a record")
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, record=None, output_attentions=True,
+                query_rows=None):
+        """BertSelfAttention.forward's arguments and numbers.  When no one reads the probabilities
+        (output_attentions=False, no record, not npbert.interpret's attention_probs_read), a
+        sequence of at least `attention_tiles_from` tokens runs in tiles (no (B, N, F, T) array:
+        the returned probs are None)."""
+        if query_rows is not None and not output_attentions:
+            return self._forward_rows(hidden_states, attention_mask, head_mask, record, output_attentions,
+                                      query_rows)
         H = self.config.hidden_size
+        T = hidden_states.shape[1]
+        tiles = (not output_attentions and record is None and not self.state.call.attention_probs_read
+                 and self.attention_tiles_from is not None and T >= self.attention_tiles_from)
         qkv_weight, qkv_bias = self.stacked_qkv()                                 # (3H, H), (3H,)
-        if lines is None:
-            qkv, _ = fast.linear_forward(hidden_states, qkv_weight, qkv_bias)        # (B, T, 3H)
-        else:
-            qkv = lines.linear(qkv_weight, qkv_bias)                               # (B, T, 3H), B = rows
+        qkv, _ = fast.linear_forward(hidden_states, qkv_weight, qkv_bias)         # (B, T, 3H)
         q, k, v = qkv[..., :H], qkv[..., H:2 * H], qkv[..., 2 * H:]              # (B, T, H) views
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)   # (B, N, T, D) each
         B, N, T, D = q.shape
         context = np.empty((B, T, N * D), dtype=q.dtype)                          # (B, F, H)
-        attention = tiled_attention_forward if extra.tiles else fast.attention_forward
+        attention = tiled_attention_forward if tiles else fast.attention_forward
         _, attention_cache = attention(
             q, k, v, attention_mask, head_mask, self.config.attention_probs_dropout_prob,
-            self.dropout_rng(first_row), self.training, scale=self.scaling,
-            out=self.split_heads(context), **({} if extra.tiles else {"record": record}))   # written as (B, N, F, D)
+            self.dropout_rng(), self.training, scale=self.scaling,
+            out=self.split_heads(context), **({} if tiles else {"record": record}))   # written as (B, N, F, D)
         # the backward rebuilds the stacked weight; the record's scores come from attention_forward
-        cache = {"x": hidden_states, "attention": attention_cache, "lines": lines, "tiles": extra.tiles}
-        probs = None if extra.tiles else attention_cache["probs"]                 # (B, N, F, T)
+        cache = {"x": hidden_states, "attention": attention_cache, "tiles": tiles}
+        probs = None if tiles else attention_cache["probs"]                       # (B, N, F, T)
         if record is not None:
             record.update(query=q, key=k, value=v, attentions=probs, context_layer=context)
+        if query_rows is not None:                    # every query ran (its probabilities are read)
+            context = context[:, query_rows[0]:query_rows[1]]                     # (B, b - a, H)
+            cache["context_rows"] = query_rows
         return context, probs, cache
 
-    def _forward_rows(self, hidden_states, attention_mask, head_mask, first_row, rows):
-        """The context of query rows [a, b) only (B, b - a, H): K and V of every row, Q of those rows."""
+    def _forward_rows(self, hidden_states, attention_mask, head_mask, record, output_attentions, rows):
+        """The context of query rows [a, b) only (B, b - a, H): K and V of every row, Q of those
+        rows as one GEMM each.  (A record takes the reference code: it keeps Q, K, V apart.)"""
+        if record is not None:
+            return super().forward(hidden_states, attention_mask, head_mask, record, output_attentions, rows)
         H = self.config.hidden_size
         a, b = rows
         qkv_weight, qkv_bias = self.stacked_qkv()                                 # (3H, H), (3H,)
@@ -117,21 +119,24 @@ class FastBertSelfAttention(BertSelfAttention):
         q, _ = fast.linear_forward(hidden_states[:, a:b], qkv_weight[:H], qkv_bias[:H])   # (B, b - a, H)
         q, k, v = self.split_heads(q), self.split_heads(kv[..., :H]), self.split_heads(kv[..., H:])
         B, N, R, D = q.shape
-        if attention_mask is not None and np.ndim(attention_mask) == 4 and attention_mask.shape[2] > 1:
-            attention_mask = attention_mask[:, :, a:b]                            # a decoder's (B, 1, T, T)
+        attention_mask = query_rows_of_mask(attention_mask, rows)                 # a decoder's (B, 1, R, T)
         context = np.empty((B, R, N * D), dtype=q.dtype)                          # (B, b - a, H)
         _, attention_cache = fast.attention_forward(
             q, k, v, attention_mask, head_mask, self.config.attention_probs_dropout_prob,
-            self.dropout_rng(first_row), self.training, scale=self.scaling, out=self.split_heads(context))
+            self.dropout_rng(), self.training, scale=self.scaling, out=self.split_heads(context))
         return context, attention_cache["probs"], {"x": hidden_states, "attention": attention_cache, "rows": rows}
 
     def backward(self, dcontext, cache, dprobs=None, record=None):
         """Each cached array is dropped as soon as the last step that reads it has run (when the
         backward frees activations as it goes): the probs before dQ and dK are made, Q, K and V
         before the projection's GEMMs."""
+        if "query" in cache:                          # the reference code ran (_forward_rows with a record)
+            return super().backward(dcontext, cache, dprobs, record)
         if "rows" in cache:
             return self._backward_rows(dcontext, cache, dprobs, record)
-        x, lines = cache["x"], cache["lines"]
+        x = cache["x"]
+        if "context_rows" in cache:                   # the other query rows' context had no use
+            dcontext = context_grad_of_every_row(dcontext, cache["context_rows"], x.shape[1])
         B, T, H = dcontext.shape
         dqkv = np.empty((B, T, 3 * H), dtype=dcontext.dtype)                      # [dQ, dK, dV] side by side
         dq, dk, dv = dqkv[..., :H], dqkv[..., H:2 * H], dqkv[..., 2 * H:]        # (B, T, H) views
@@ -140,8 +145,9 @@ class FastBertSelfAttention(BertSelfAttention):
             if dprobs is not None or record is not None:
                 raise ValueError("this forward ran its attention in tiles (sequences of at least "
                                  "model.bert.encoder.attention_tiles_from tokens), which keeps no probabilities: their "
-                                 "gradients cannot be asked for.  Run the forward with output_attentions=True, or with "
-                                 "model.state.call.attention_probs_read = True (docs/long_sequences.md)")
+                                 "gradients cannot be asked for.  Run the forward with output_attentions=True, or "
+                                 "inside `with model.state.call.setting(attention_probs_read=True):` "
+                                 "(docs/long_sequences.md)")
             tiled_attention_backward(self.split_heads(dcontext), cache["attention"], out=out)
         else:
             fast.attention_backward(self.split_heads(dcontext), cache["attention"], dprobs, out=out,
@@ -161,9 +167,6 @@ class FastBertSelfAttention(BertSelfAttention):
                 if name in trainable:
                     grads.update(self.prefixed(name, linear_param_grads(d, x)))
         qkv_weight, _ = self.stacked_qkv()                                        # (3H, H)
-        if lines is not None:              # only each example's sum is asked for: sum first, one small GEMM
-            dqkv = lines.sum_by_example(dqkv)                                      # (examples, T, 3H)
-            return linear_input_grad(dqkv, qkv_weight, dqkv.shape[:-1] + (H,)), grads   # (examples, T, H)
         dx = linear_input_grad(dqkv, qkv_weight, x.shape)                         # (B, T, H)
         return dx, grads
 
@@ -178,10 +181,7 @@ class FastBertSelfAttention(BertSelfAttention):
                              out=(self.split_heads(dq), self.split_heads(dkv[..., :H]),
                                   self.split_heads(dkv[..., H:])),
                              free=self.state.call.release_caches, record=record)
-        if record is not None and "attentions" in record:           # the other query rows' gradient is 0
-            full = np.zeros(record["attentions"].shape[:2] + (T, T), dtype=dcontext.dtype)
-            full[:, :, a:b] = record["attentions"]
-            record["attentions"] = full                                           # (B, N, T, T)
+        probs_grad_of_every_row(record, (a, b), T)                   # the other query rows' gradient is 0
         _release(self, cache)
         grads = {}
         xr = x[:, a:b]
@@ -206,12 +206,11 @@ class FastBertSelfAttention(BertSelfAttention):
 class FastBertSelfOutput(BertSelfOutput):
     """BertSelfOutput's numbers: LayerNorm(dropout(dense(hidden_states)) + input_tensor)."""
 
-    def forward(self, hidden_states, input_tensor, *, extra=NO_EXTRA):
-        """extra.first_row: the global index of the first row (npbert/modeling/call.py: FastArgs)."""
+    def forward(self, hidden_states, input_tensor):
         cache = {}
         h, cache["dense"] = fast.linear_forward(hidden_states, self.p("dense.weight"), self.p("dense.bias"))
         h, cache["dropout"] = fast.dropout_forward(h, self.config.hidden_dropout_prob,
-                                                   self.dropout_rng(extra.first_row), self.training)
+                                                   self.dropout_rng(), self.training)
         h += input_tensor                       # in place: neither the dense nor the dropout cache holds h
         h, cache["ln"] = fast.layer_norm_forward(h, self.p("LayerNorm.weight"), self.p("LayerNorm.bias"),
                                               self.config.layer_norm_eps, overwrite_x=True)   # xhat in h
@@ -230,47 +229,3 @@ class FastBertSelfOutput(BertSelfOutput):
         del x           # the dense input (in BertOutput the (B, T, I) GELU output) goes before dx is made
         dx = linear_input_grad(dh, weight, x_shape)
         return dx, dsum, grads
-
-
-class FastBertAttention(BertAttention):
-    """BertAttention, passing `extra` on to its two children; with extra.rows = (a, b), the
-    output of rows [a, b) only, (B, b - a, H): the self-attention's queries of those rows alone,
-    or (extra.all_queries: someone reads every row's attention probabilities) every row's
-    attention and the output dense of rows [a, b)."""
-
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, record=None, *, extra=NO_EXTRA):
-        rows = extra.rows
-        self_extra = dataclasses.replace(extra, rows=None) if extra.all_queries else extra
-        context, probs, self_cache = self.self.forward(hidden_states, attention_mask, head_mask, record,
-                                                       extra=self_extra)
-        residual = hidden_states
-        if rows is not None:
-            residual = hidden_states[:, rows[0]:rows[1]]
-            if extra.all_queries:
-                context = context[:, rows[0]:rows[1]]                             # (B, b - a, H)
-                self_cache["context_rows"] = rows
-        out, output_cache = self.output.forward(context, residual, extra=extra)
-        return out, probs, (self_cache, output_cache)
-
-    def backward(self, dout, cache, dprobs=None, record=None):
-        self_cache, output_cache = cache
-        rows = self_cache.get("rows", self_cache.get("context_rows"))
-        if self_cache.get("lines") is not None:         # rows of an AffineRows: each example's sum (above)
-            lines = self_cache["lines"]
-            dcontext, dresidual, grads = self.output.backward(dout, output_cache)
-            dx, g = self.self.backward(dcontext, self_cache, dprobs, record)                 # (examples, T, H)
-            grads.update(g)
-            dx += lines.sum_by_example(dresidual)                                  # the residual path
-            return dx, grads
-        if rows is None:
-            return super().backward(dout, cache, dprobs, record)
-        a, b = rows
-        dcontext, dresidual, grads = self.output.backward(dout, output_cache)
-        if "context_rows" in self_cache:                                          # every query row ran
-            rows_dcontext = dcontext
-            dcontext = np.zeros((dcontext.shape[0],) + self_cache["x"].shape[1:], dtype=dcontext.dtype)
-            dcontext[:, a:b] = rows_dcontext                                      # (B, T, H), 0 in the other rows
-        dx, g = self.self.backward(dcontext, self_cache, dprobs, record)
-        grads.update(g)
-        dx[:, a:b] += dresidual                                                   # the residual path, those rows
-        return dx, grads

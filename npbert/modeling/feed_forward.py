@@ -2,8 +2,8 @@
 
     B = batch, T = sequence length, H = hidden size, I = intermediate size
 
-BertIntermediate's fast twin (the GELU backward reading Phi off the forward's output, in the
-memory of its upstream gradient) is in npbert/modeling/fast.py.
+The fast twins (BertIntermediate's float32 GELU with its derivative made in the forward;
+BertOutput's in-place residual) are in npbert/modeling/fast.py.
 """
 from .attention import BertSelfOutput
 from .module import Module
@@ -23,8 +23,9 @@ class BertIntermediate(Module):
         out, act_cache = self.intermediate_act_fn.forward(h)                       # (B, T, I), ACT2FN[hidden_act]
         return out, (dense_cache, act_cache)
 
-    def backward(self, dout, cache):
-        """dout: (B, T, I).  Returns (dhidden_states (B, T, H), grads)."""
+    def backward(self, dout, cache, overwrite_dout=False):
+        """dout: (B, T, I).  Returns (dhidden_states (B, T, H), grads).  overwrite_dout=True: the
+        caller no longer needs dout (the fast twin may write over it; this code does not)."""
         dense_cache, act_cache = cache
         dh, _ = self.intermediate_act_fn.backward(dout, act_cache)                 # (B, T, I)
         return self.dense.backward(dh, dense_cache)                                # (B, T, H), grads

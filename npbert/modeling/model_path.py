@@ -13,7 +13,7 @@ import warnings
 
 from npbert.paths import PATHS, PathWarning, get_path
 
-from .module import Module, ModuleList
+from .module import FAST_TWINS, Module, ModuleList
 
 
 class ModelPath:
@@ -37,8 +37,10 @@ class ModelPath:
         if path == state.path:
             return self
         state.path = path
-        state.global_path_then = get_path()      # an explicit choice: no PathWarning while this path is on
-        reference = {twin: cls for cls, twin in state.twins.items()}
+        for module in self.modules():            # an explicit choice: no PathWarning while this path is on
+            if isinstance(module, ModelPath):
+                module._path_chosen_under = get_path()
+        reference = {twin: cls for cls, twin in FAST_TWINS.items()}
         # children before their parents, so that a replacement copies its children's replacements
         for _, module in reversed(list(self.named_modules())):
             for name, child in list(module.named_children()):
@@ -58,7 +60,7 @@ class ModelPath:
         """A model runs on its own path; say so once when the path in force now is another than the
         model's and than the one in force when its path was chosen (built, or set_path)."""
         now = get_path()
-        if now not in (self.state.path, self.state.global_path_then) and getattr(self, "_warned_path", None) != now:
+        if now not in (self.state.path, self._path_chosen_under) and getattr(self, "_warned_path", None) != now:
             self._warned_path = now
             warnings.warn(f"{type(self).__name__} was built on the {self.state.path} path and runs on it, although "
                           f"the {now} path is on now: npbert.set_path and using_path choose the path of models built "

@@ -39,39 +39,56 @@ from npbert.ops.linear import linear_input_grad, linear_param_grads
 from npbert.paths import get_path
 from npbert.settings import BOOL, checked
 
-from .call import CallOptions
+from .call import CallScope
 from .parameter import ParameterDict
 
 
 class ModelState:
-    """What every module of one model shares: the parameters, train/eval, the dropout step."""
+    """What every module of one model shares.  Its ten attributes:
+
+        config      the BertConfig (None for a module made on its own)
+        dtype       the dtype every parameter and activation has
+        path        "fast" or "reference": the model's modules and ops (npbert/paths.py, model.set_path)
+        params      name -> Parameter (npbert/modeling/parameter.py); params.arrays: the plain views the
+                    ops get, params.inits: name -> (shape, initialiser) of every declared parameter
+        frozen      names of frozen parameters (model.freeze, requires_grad=False): no gradient computed
+        training    dropout on (model.train()) or off (model.eval())
+        rng         np.random.Generator: one draw per training forward, the step's seed
+        step_seed   that draw, for the forward running now (None in eval)
+        call        what the call running now asks besides the formulas, per thread
+                    (npbert/modeling/call.py)
+        need_inputs_embeds_grad   compute model.inputs_embeds_grad even when every parameter
+                    below is frozen (set by a user, or by npbert.interpret for one call)
+    """
 
     SETTINGS = {"need_inputs_embeds_grad": BOOL}      # checked when set (npbert/settings.py)
 
     def __init__(self, config, dtype, rng, path=None):
         self.config = config
-        self.path = get_path() if path is None else path   # "fast" or "reference": the model's modules and ops
-        self.global_path_then = get_path()                  # the path in force when self.path was chosen
         self.dtype = dtype
-        self.params = ParameterDict(self)   # name -> Parameter, in named_parameters() order
-        self.arrays = self.params.arrays    # name -> plain ndarray view of the same memory: what the ops get
-        self.inits = {}          # name -> "normal" | "zeros" | "ones" | ("embedding", padding_idx)
+        self.path = get_path() if path is None else path   # "fast" or "reference"
+        self.params = ParameterDict(self)
+        self.frozen = set()
         self.training = False
-        self.rng = rng           # np.random.Generator: one draw per training forward, the step's seed
-        self.step_seed = None    # that draw, for the forward running now (None in eval)
-        self.frozen = set()      # names of frozen parameters (model.freeze, requires_grad=False): no gradient computed
-        self.twins = {}          # reference class -> fast twin class (npbert/modeling/fast.py)
-        self.call = CallOptions()    # what the call running now asks besides the formulas (npbert/modeling/call.py)
+        self.rng = rng
+        self.step_seed = None
+        self.call = CallScope()
+        self.need_inputs_embeds_grad = False
+
+    def __setattr__(self, name, value):
+        if name in type(self).SETTINGS:
+            value = checked(self, name, value)
+        object.__setattr__(self, name, value)
 
     @property
-    def need_inputs_embeds_grad(self):
-        """model.state.need_inputs_embeds_grad = True: compute model.inputs_embeds_grad even when every
-        parameter below is frozen (the field is the call options', npbert/modeling/call.py)."""
-        return self.call.need_inputs_embeds_grad
+    def arrays(self):
+        """name -> the plain ndarray view of each parameter: what the ops get."""
+        return self.params.arrays
 
-    @need_inputs_embeds_grad.setter
-    def need_inputs_embeds_grad(self, value):
-        self.call.need_inputs_embeds_grad = checked(self, "need_inputs_embeds_grad", value)
+    @property
+    def inits(self):
+        """name -> (shape, initialiser): "normal" | "zeros" | "ones" | ("embedding", padding_idx)."""
+        return self.params.inits
 
     @classmethod
     def standalone(cls, dtype=np.float32):
@@ -92,12 +109,17 @@ class ModelState:
     def module_class(self, cls):
         """The class a module of `cls` is built as: `cls` itself on the reference path, its fast
         twin (a subclass with the same numbers, npbert/modeling/fast.py) on the fast path."""
-        return self.twins.get(cls, cls) if self.path == "fast" else cls
+        return FAST_TWINS.get(cls, cls) if self.path == "fast" else cls
 
     @property
     def ops(self):
         """npbert.fast on the fast path, npbert.ops on the reference path: the same op names."""
         return npbert.fast if self.path == "fast" else npbert.ops
+
+
+# reference class -> its fast twin (a subclass computing the same numbers another way): filled by
+# npbert/modeling/fast.py, which the models import; ModelState.module_class reads it.
+FAST_TWINS = {}
 
 
 class Module:
@@ -251,16 +273,15 @@ class Module:
         """{"weight": dW, "bias": db} from a leaf op -> {"<prefix><name>.weight": dW, ...}."""
         return {f"{self.prefix}{name}.{k}": v for k, v in grads.items()}
 
-    def dropout_rng(self, first_row=None):
+    def dropout_rng(self):
         """What this module's nn.Dropout (`<prefix>dropout`, transformers' module path) draws its
         masks from in a training forward: DropoutKey(the step's seed, that name, the global index
-        of the batch's first row: model.batch_offset unless given); None in eval."""
+        of the batch's first row: model.batch_offset); None in eval."""
         if not self.state.training:
             return None
         if self.state.step_seed is None:
             self.state.new_step()
-        first = self.state.call.batch_offset if first_row is None else first_row
-        return DropoutKey(self.state.step_seed, self.prefix + "dropout", first)
+        return DropoutKey(self.state.step_seed, self.prefix + "dropout", self.state.call.batch_offset)
 
     @property
     def training(self):

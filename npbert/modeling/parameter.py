@@ -215,6 +215,7 @@ class ParameterDict(dict):
         super().__init__()
         self._state_ref = weakref.ref(state)
         self.arrays = {}                  # name -> plain ndarray view of the same memory (for the ops)
+        self.inits = {}                   # name -> (shape, "normal" | "zeros" | "ones" | ("embedding", padding_idx))
 
     def __setitem__(self, name, value):
         array = np.asarray(value)         # a Parameter (of any model) -> its plain view

@@ -23,8 +23,9 @@ from collections import namedtuple
 import numpy as np
 
 from npbert.config import BertConfig
+from npbert.paths import get_path
 
-from .fast import FAST_TWINS
+from . import fast  # noqa: F401 (its twin classes register in module.FAST_TWINS: ModelState.module_class)
 from .fast_attention import share_qkv_memory
 from .loading import _SKIP_INIT, CheckpointMixin, _no_init  # noqa: F401 (_no_init: weights_tools, tests)
 from .loss import remember_outputs
@@ -36,6 +37,9 @@ from .torch_api import TorchModuleAPI
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 _grad_mode = threading.local()
+
+
+_OWNER_LOCK = threading.Lock()     # a forward call's activations, loss and thread set together
 
 
 def is_grad_enabled():
@@ -78,13 +82,12 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
             init_seed, dropout_seed = np.random.SeedSequence(seed).spawn(2)
             state = ModelState(config, _check_dtype(dtype), np.random.default_rng(dropout_seed))
             state.training = True    # as a freshly built torch module; from_pretrained returns eval()
-            state.twins = FAST_TWINS  # the fast path's module classes (npbert/modeling/fast.py); state.path:
-                                      # the path in force now, the model's (ModelState)
             self._init_rng = np.random.default_rng(init_seed)
         else:  # a submodule such as `self.bert` of a head: share the head's state
             state = _parent.state
         super().__init__(state, _prefix)
         self._is_root = _parent is None
+        self._path_chosen_under = get_path()  # the path in force when the model's path was chosen (model_path.py)
         self._cache = None
         self._forward_id = 0                 # counts forward calls: a loss knows which one it came from
         self.head_loss = None                # the last forward's HeadLoss (loss_terms.py), None without labels
@@ -222,19 +225,23 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
         kwargs = self._forward_kwargs(args, kwargs)
         if return_dict is None:
             return_dict = getattr(self.config, "return_dict", True)
-        self._cache = None                  # free the last forward's activations before making new ones
-        self.head_loss = None
-        self._forward_id += 1
+        with _OWNER_LOCK:                   # (a model shared by threads: _check_own_forward)
+            self._cache = None              # free the last forward's activations before making new ones
+            self.head_loss = None
+            self._forward_id += 1
+            self._forward_thread = threading.get_ident()
         keep = is_grad_enabled()
         self._warn_if_other_path()
         self.state.new_step()               # in training: this forward's dropout seed (modeling/module.py)
-        call = self.state.call
-        with call.setting(keep_caches=keep, keep_intermediates=bool(output_intermediates), intermediates=None):
+        kept = [] if output_intermediates else None          # BertModel.forward appends its Intermediates
+        with self.state.call.setting(keep_caches=keep, intermediates=kept):
             output, cache = self.forward(**kwargs)
-            intermediates = call.intermediates
-        self._cache = cache if keep else None
-        self._forward_without_grad = not keep
-        output = self._with_loss(output, kwargs, keep)
+        intermediates = kept[-1] if kept else None
+        with _OWNER_LOCK:                   # what the backward reads, from one forward call
+            self._cache = cache if keep else None
+            self._forward_without_grad = not keep
+            self._forward_thread = threading.get_ident()
+            output = self._with_loss(output, kwargs, keep)
         if keep:                                             # a loss computed from them can be differentiated
             remember_outputs(self, self._forward_id, output)
         if output_intermediates:
@@ -304,6 +311,7 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
                 raise TypeError(f"{type(self).__name__}.backward(cache, ...) as a module takes the upstream "
                                 "gradients by output name only")
             return self._backward(cache, **upstream)
+        self._check_own_forward()
         if loss_scales is not None:
             if upstream.get("loss") is not None:
                 raise TypeError("backward(): give loss= (one scale) or loss_scales= (one per term), not both")
@@ -328,6 +336,19 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
         grads = {name: grads[name] if name in grads else np.zeros(p.shape, dtype=p.dtype)
                  for name, p in self.state.params.items() if name not in frozen}
         return (grads, intermediate_grads) if return_intermediate_grads else grads
+
+    def _check_own_forward(self):
+        """One model in several threads: forward calls work side by side (each call's options are
+        its own: npbert/modeling/call.py), but the model keeps one forward's activations, the last
+        one's, as torch's graph hangs on one output.  A backward after another thread's forward
+        is refused, instead of differentiating that other forward."""
+        other = getattr(self, "_forward_thread", None)
+        if other is not None and other != threading.get_ident():
+            raise RuntimeError(
+                f"{type(self).__name__}.backward(): the last forward call of this model ran in another thread, so the "
+                "activations it keeps are that call's, not this thread's.  A model keeps one forward's activations: "
+                "give each thread that trains or differentiates a model of its own (built the same way, then "
+                "model.load_state_dict(other.state_dict())), or run forward and backward under one lock")
 
     def _run_backward(self, retain_graph, upstream, return_intermediate_grads=False):
         """(the gradients of the last forward that the backward computed, {name: array};
@@ -358,11 +379,10 @@ class BertPreTrainedModel(HeadDeclaration, ModelPath, CheckpointMixin, TorchModu
                     raise TypeError(f"{type(self).__name__}: its loss term differentiates {name!r}, which its "
                                     f"_backward does not take (it takes {accepted})")
                 upstream[name] = d if upstream.get(name) is None else np.asarray(upstream[name]) + d
-        call = self.state.call
-        with call.setting(release_caches=not retain_graph, keep_intermediate_grads=bool(return_intermediate_grads),
-                          intermediate_grads=None):
+        kept = [] if return_intermediate_grads else None     # BertModel._backward appends its IntermediateGrads
+        with self.state.call.setting(release_caches=not retain_graph, intermediate_grads=kept):
             grads, dembeds = self._backward(self._cache, **upstream)
-            intermediate_grads = call.intermediate_grads
+        intermediate_grads = kept[-1] if kept else None
         if not retain_graph:
             self._cache = None
             if self.head_loss is not None:

@@ -1,4 +1,4 @@
-"""The fast path's BertEncoder (npbert/modeling/fast.py: FastBertEncoder) runs a batch of B >= 2
+"""The fast path's BertEncoder (npbert/modeling/halves.py) runs a batch of B >= 2
 rows as two halves (rows [0, B//2) and [B//2, B)), side by side on two threads
 (npbert.fast.parallel.side_by_side).  What must hold: the outputs are each row's own (equal to
 running the rows in one piece, with dropout on too: each row's masks are keyed by its global
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import npbert
-import npbert.modeling.fast as fast_modules
+import npbert.modeling.halves as halves_module
+from npbert.modeling.encoder import BertEncoder
 from npbert.fast import parallel
 
 from modeling.bert_helpers import grad_scale, random_batch, random_model, tiny_config
@@ -48,8 +49,7 @@ def run(model, ids, types, mask, up_seed=5, **flags):
 
 def in_one_piece(monkeypatch):
     """Make the fast encoder run every batch as one piece (the comparison)."""
-    monkeypatch.setattr(fast_modules.FastBertEncoder, "forward",
-                        lambda self, h, *a, **k: self._forward_layers(h, *a, **k, first_row=None))
+    monkeypatch.setattr(BertEncoder, "forward", lambda self, h, *a, **k: self.forward_layers(h, *a, **k))
 
 
 @pytest.mark.parametrize("training", [False, True])
@@ -82,10 +82,10 @@ def test_a_single_row_runs_in_one_piece():
     model = random_model(tiny_config(), seed=1)
     ids, types, mask = random_batch(model.config, 1, 5)
     model(input_ids=ids, token_type_ids=types, attention_mask=mask)
-    assert not isinstance(model._cache["encoder"], fast_modules.HalfCaches)
+    assert not isinstance(model._cache["encoder"], halves_module.HalfCaches)
     ids, types, mask = random_batch(model.config, 2, 5)
     model(input_ids=ids, token_type_ids=types, attention_mask=mask)
-    assert isinstance(model._cache["encoder"], fast_modules.HalfCaches)
+    assert isinstance(model._cache["encoder"], halves_module.HalfCaches)
     assert model._cache["encoder"].bounds == ((0, 1), (1, 2))
 
 
@@ -109,10 +109,10 @@ def test_training_numbers_do_not_depend_on_the_thread_count(threads, dtype):
 
 def test_mask_broadcast_over_the_batch_stays_whole():
     mask = np.zeros((1, 1, 1, 5))
-    assert fast_modules._rows(mask, 2, 4) is mask
-    assert fast_modules._rows(np.zeros((5,)), 2, 4).shape == (5,)
+    assert halves_module._rows(mask, 2, 4) is mask
+    assert halves_module._rows(np.zeros((5,)), 2, 4).shape == (5,)
     full = np.arange(4 * 5.0).reshape(4, 1, 1, 5)
-    assert np.array_equal(fast_modules._rows(full, 2, 4), full[2:4])
+    assert np.array_equal(halves_module._rows(full, 2, 4), full[2:4])
 
 
 def test_side_by_side_runs_tasks_together_and_restores_blas(threads):

@@ -222,6 +222,10 @@ def test_a_wrong_fast_op_is_caught(monkeypatch, name):
     assert_paths_agree("BertForSequenceClassification", config, np.float64, inputs)     # correct: passes
     target = npbert.fast if name != "keep_mask" else npbert.fast.dropout
     monkeypatch.setattr(target, name, WRONG[name])
+    if name == "gelu_backward":             # float64's GELU is the activation module's (self.ops.get_activation)
+        good = npbert.fast.get_activation
+        monkeypatch.setattr(npbert.fast, "get_activation",
+                            lambda act: (good(act)[0], WRONG[name]) if act == "gelu" else good(act))
     with pytest.raises(AssertionError):
         assert_paths_agree("BertForSequenceClassification", config, np.float64, inputs)
 
@@ -229,7 +233,7 @@ def test_a_wrong_fast_op_is_caught(monkeypatch, name):
 # ---- the last layer's [CLS] row alone ----------------------------------------------------------
 # A head that reads only the pooled output (sequence classification, next sentence, multiple
 # choice) lets the fast path's last layer compute row 0 alone, in eval mode without hidden states
-# or attentions returned (npbert/modeling/fast.py, FastBertEncoder._last_rows).  The numbers are
+# or attentions returned (BertEncoder.forward's read_rows; the reference path computes every row).  The numbers are
 # the reference's, within the tolerances above: the same sums, fewer of them.
 
 POOLED_ONLY = ["BertForSequenceClassification", "BertForNextSentencePrediction", "BertForMultipleChoice"]
@@ -298,21 +302,21 @@ def test_the_cls_row_alone_with_intermediate_grads_and_a_3d_mask():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_the_cls_row_alone_after_every_query_row_s_attention(monkeypatch, dtype):
     """With output_attentions (head importance reads every head's probabilities), the last layer
-    runs every query row's attention and the rest of the layer on row 0 alone: the attentions,
-    logits, loss, every gradient, and the head-mask and attention-probability gradients of
-    return_intermediate_grads as the reference's (tolerances above)."""
-    from npbert.modeling.fast import FastBertAttention
+    runs every query row's attention and the rest of the layer on row 0 alone (a spy sees the
+    last self-attention called with query_rows=(0, 1) and output_attentions, in both halves): the
+    attentions, logits, loss, every gradient, and the head-mask and attention-probability
+    gradients of return_intermediate_grads as the reference's (tolerances above)."""
+    from npbert.modeling.fast import FastBertSelfAttention
     cls_name = "BertForSequenceClassification"
     config = config_for(cls_name)
     inputs = tiny_inputs(cls_name, config, B=4)
     seen = []
-    original = FastBertAttention.forward
+    original = FastBertSelfAttention.forward
 
-    def spy(self, *args, **kwargs):
-        extra = kwargs["extra"]
-        seen.append(((extra.rows, extra.all_queries), kwargs))
-        return original(self, *args, **kwargs)
-    monkeypatch.setattr(FastBertAttention, "forward", spy)
+    def spy(self, *args):
+        seen.append((self.prefix, args[4:]))                 # (output_attentions, query_rows)
+        return original(self, *args)
+    monkeypatch.setattr(FastBertSelfAttention, "forward", spy)
     results = {}
     for path in ("fast", "reference"):
         with npbert.using_path(path):
@@ -320,7 +324,8 @@ def test_the_cls_row_alone_after_every_query_row_s_attention(monkeypatch, dtype)
             out = model(**inputs, output_attentions=True)
             grads, igrads = model.backward(loss=1.0, return_intermediate_grads=True)
             results[path] = (out, grads, igrads)
-    assert ((0, 1), True) in [a for a, _ in seen]                  # the last layer, both halves
+    last = f"bert.encoder.layer.{config.num_hidden_layers - 1}.attention.self."
+    assert [a for p, a in seen if p == last] == [(True, (0, 1))] * 2          # the last layer, both halves
     (out_f, grads_f, ig_f), (out_r, grads_r, ig_r) = results["fast"], results["reference"]
     tol = TOL[dtype]
     for key in ("logits", "loss"):

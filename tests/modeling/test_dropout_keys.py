@@ -47,7 +47,7 @@ def test_every_dropout_site_has_its_own_masks():
     embeddings_keep = cache["embeddings"]["drop"][0]
     layer_cache = cache["encoder"][0][0] if not hasattr(cache["encoder"], "bounds") else None
     if layer_cache is None:                                             # the fast path's halves
-        output_keep = np.concatenate([h[0][1]["dropout"][0] for h in cache["encoder"][0]])
+        output_keep = np.concatenate([half[0][0][1]["dropout"][0] for half in cache["encoder"]])   # layer 0
     else:
         output_keep = layer_cache[1]["dropout"][0]
     agree = (embeddings_keep == output_keep).mean()

@@ -56,13 +56,13 @@ class _BertHeadModel(BertPreTrainedModel):
 
     def _bert_forward(self, input_ids, attention_mask, token_type_ids, position_ids, head_mask,
                       inputs_embeds, output_hidden_states, output_attentions):
-        # A head that reads only the pooled output reads row 0 of the last hidden state: the fast
-        # path's last layer may then compute that row alone (npbert/modeling/fast.py, FastBertEncoder).
-        with self.state.call.setting(read_rows=(0, 1) if self._reads_pooled_only else None):
-            return self.bert.forward(input_ids=input_ids, attention_mask=attention_mask,
-                                     token_type_ids=token_type_ids, position_ids=position_ids, head_mask=head_mask,
-                                     inputs_embeds=inputs_embeds, output_hidden_states=output_hidden_states,
-                                     output_attentions=output_attentions)
+        # A head that reads only the pooled output reads row 0 of the last hidden state: the last
+        # layer may then compute that row alone (BertEncoder.forward's read_rows).
+        return self.bert.forward(input_ids=input_ids, attention_mask=attention_mask,
+                                 token_type_ids=token_type_ids, position_ids=position_ids, head_mask=head_mask,
+                                 inputs_embeds=inputs_embeds, output_hidden_states=output_hidden_states,
+                                 output_attentions=output_attentions,
+                                 read_rows=(0, 1) if self._reads_pooled_only else None)
 
     def _bert_backward(self, cache, grads, hidden_states, attentions, last_hidden_state=None, pooler_output=None):
         bert_grads, dinputs_embeds = self.bert._backward(cache, last_hidden_state=last_hidden_state,

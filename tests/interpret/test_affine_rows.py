@@ -1,4 +1,4 @@
-"""AffineRows (npbert/ops/affine_rows.py): rows r = s B + b of base[b] + alphas[s] delta[b].
+"""AffineRows (npbert/interpret/affine_rows.py): rows r = s B + b of base[b] + alphas[s] delta[b].
 
 materialize must give the very numbers integrated gradients' points had (x' + alpha (x - x'),
 alpha rounded to the dtype once: bit-equal); linear must equal materialize() W^T + c up to the
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npbert.ops.affine_rows import AffineRows
+from npbert.interpret.affine_rows import AffineRows
 
 
 def make(B, S, dtype, seed=0, T=3, H=4):
