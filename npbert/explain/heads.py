@@ -135,6 +135,12 @@ def bert_upstream(head, grads, igrads, pooled):
     return dpooled, dlast
 
 
+def loss_gradients(head):
+    """{output name: d loss / d output} in float64: the backward of the head's loss as its last forward
+    built it (model.head_loss, npbert/modeling/loss_terms.py), nothing restated here."""
+    return {k: np.asarray(v, dtype=np.float64) for k, v in head.head_loss.backward(1.0).items()}
+
+
 def loss_backward(head, batch, hout, pooled, checks):
     """The backward of the head's loss, from its last forward (given `batch`'s labels), through its
     public backward.  Returns a dict: terms, means, dout ({output: d loss / d output}), grads (the
@@ -145,7 +151,7 @@ def loss_backward(head, batch, hout, pooled, checks):
     empty = [t.name for t in terms if t.count == 0]
     if empty:
         raise ExplainError(f"labels: no label counts in the loss term {empty[0]!r}: give at least one")
-    dout = {k: np.asarray(v, dtype=np.float64) for k, v in head.head_loss.backward(1.0).items()}
+    dout = loss_gradients(head)
     declared = head.loss_terms(batch)
     loss_checks = [output_gradient_check(
         checks, lambda outputs: float(HeadLoss(declared, outputs, keep=False).value), hout, dout,

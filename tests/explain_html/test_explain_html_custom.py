@@ -9,7 +9,7 @@ import pytest
 
 import npbert
 from npbert.cli import explain as cli_explain
-from npbert.cli.explain_html import decode
+from npbert.explain import decode
 
 from test_explain_html import page_data, stage
 

@@ -9,7 +9,7 @@ import pytest
 import npbert
 from npbert import cli
 from npbert.cli import explain as cli_explain
-from npbert.cli.explain_html import decode, page_upstream
+from npbert.explain import decode, page_upstream
 
 from test_explain_html import page_data, retaining, stage, write_page
 
@@ -146,7 +146,7 @@ def test_a_heads_loss_is_transformers(cls_name, text, argv, labels, folders, tmp
 def test_a_wrong_output_gradient_fails(folders, tmp_path, capsys, monkeypatch):
     """The checks of d loss / d output (against central differences, and through the head's own
     backward against its backward()) can fail."""
-    import npbert.cli.explain_heads as heads
+    import npbert.explain.heads as heads
     real = heads.loss_gradients
     monkeypatch.setattr(heads, "loss_gradients", lambda head: {k: 0.5 * v for k, v in real(head).items()})
     folder = head_folder(folders, "BertForTokenClassification")
