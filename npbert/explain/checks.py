@@ -8,7 +8,8 @@ import numpy as np
 
 from npbert import gradcheck
 
-ENTRIES = 4               # per checked tensor: random entries of the row holding its largest |gradient|
+ENTRIES = 3               # per checked tensor: random entries of the row holding its largest |gradient|;
+                          # five-point differences, 4 forwards each: 12 forwards a tensor
 FULL_CHECK_MAX = 60       # check every parameter tensor when the model has at most this many
 SAME_RULE = "max|diff| <= tol (1 + max|value|)"
 GRADCHECK_RULE = (f"npbert.gradcheck: |analytic - numeric| <= {gradcheck.TOL:g} max(|a| + |n|, "

@@ -103,7 +103,8 @@ def build_page_data(model, tokenizer, text, text_pair=None, labels=None, seed=0,
                output_attentions=True)
     fchecks = _forward_checks(checks, acts, own, forward_tolerance(bert.dtype))
     # Backward, in float64: the model's public backward, and reference.py's of the same upstream.
-    model64, bert64 = as_float64(model), standalone_bert(model, np.float64)
+    model64 = as_float64(model)
+    bert64 = standalone_bert(model64, np.float64)                       # model64 itself when it has no head
     _, cache64, acts64 = stages.forward(bert64, ids, types)
     plain = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": types}   # (B, T) each
     hin = heads.head_inputs(model64, ids, types) if has_head(model) else plain
@@ -141,25 +142,11 @@ def build_page_data(model, tokenizer, text, text_pair=None, labels=None, seed=0,
     checks.failed += [f"gradient check: {name}" for name in gchecks.failed]
     checks.count += gchecks.count
 
-    stage_list = []
-    for section, table in stages.SECTIONS:
-        if section == "layer":
-            for i in range(L):
-                stage_list += rows.stage_rows("layer", table, acts["layers"][i], gacts["layers"][i], i,
-                                              rows.split_checks(fchecks["layers"][i], bchecks["layers"][i]), page_dir)
-        elif acts[section] is not None:
-            stage_list += rows.stage_rows(section, table, acts[section], gacts[section], None,
-                                          rows.split_checks(fchecks[section], bchecks[section]), page_dir)
+    stage_list = _bert_stages(L, acts, gacts, fchecks, bchecks, page_dir)
     head_info, sizes = None, {}
     if has_head(model):
-        outputs = heads.head_outputs(hout)
-        dout = loss["dout"] or {n: np.zeros(v.shape) for n, v in outputs}
-        head_stages = rows.head_rows(model64, outputs, dout, head_check, page_dir)
+        head_stages, head_info, sizes = _head_stages(model64, hout, loss["dout"], head_check, bert.pooler, page_dir)
         stage_list += head_stages
-        for r in head_stages:
-            sizes.update({d: n for d, n in zip(r["dims"], r["shape"]) if d in ("K", "C")})
-        head_info = {"class": type(model).__name__, "outputs": [n for n, _ in outputs], "pooler": bert.pooler is not None}
-    terms = loss["terms"]
     data = {
         "schema": SCHEMA,
         "npbert_version": _version(),
@@ -173,16 +160,7 @@ def build_page_data(model, tokenizer, text, text_pair=None, labels=None, seed=0,
         "tokens": tokens, "input_ids": ids[0].tolist(), "token_type_ids": types[0].tolist(),
         "attention_mask": [1] * T,
         "dims": {**DIMS, **{d: HEAD_DIMS[d] for d in ("K", "C") if d in sizes}},
-        "loss": {"formula": ("loss = sum(last_hidden_state * U)" if labels is None else
-                             "loss = " + " + ".join(f"{t.weight:g} * mean_{t.name}" for t in terms)),
-                 "value": loss["value"], "seed": seed, "dtype": "float64",
-                 "labels": None if labels is None else {k: np.asarray(v).tolist() for k, v in labels.items()},
-                 "terms": None if terms is None else [
-                     {"name": t.name, "weight": t.weight, "count": t.count, "mean": loss["means"][t.name]} for t in terms],
-                 "U": None if loss["U"] is None else rows.tensor(loss["U"]),
-                 "upstream": {"last_hidden_state": rows.tensor(dlast),
-                              "pooler_output": None if loss["dpooled"] is None else rows.tensor(loss["dpooled"])},
-                 "checks": loss["checks"]},
+        "loss": _loss_data(loss, labels, seed, dlast),
         "stages": stage_list,
         "gradient_check": {"tensors": n_checked, "count": gchecks.count, "failed": gchecks.failed,
                            "ok": not gchecks.failed, "text": text_out.getvalue(),
@@ -190,6 +168,45 @@ def build_page_data(model, tokenizer, text, text_pair=None, labels=None, seed=0,
         "checks": {"count": checks.count, "failed": checks.failed, "ok": not checks.failed},
     }
     return data, checks
+
+
+def _bert_stages(L, acts, gacts, fchecks, bchecks, page_dir):
+    """The rows of BERT's stages, in forward order: each activation with its gradient and checks."""
+    stage_list = []
+    for section, table in stages.SECTIONS:
+        if section == "layer":
+            for i in range(L):
+                stage_list += rows.stage_rows("layer", table, acts["layers"][i], gacts["layers"][i], i,
+                                              rows.split_checks(fchecks["layers"][i], bchecks["layers"][i]), page_dir)
+        elif acts[section] is not None:
+            stage_list += rows.stage_rows(section, table, acts[section], gacts[section], None,
+                                          rows.split_checks(fchecks[section], bchecks[section]), page_dir)
+    return stage_list
+
+
+def _head_stages(head, hout, dout, head_check, pooler, page_dir):
+    """(the rows of the head's outputs, the data block's model.head, {"K" or "C": size})."""
+    outputs = heads.head_outputs(hout)
+    dout = dout or {n: np.zeros(v.shape) for n, v in outputs}          # without labels the loss does not read them
+    head_rows = rows.head_rows(head, outputs, dout, head_check, page_dir)
+    sizes = {d: n for r in head_rows for d, n in zip(r["dims"], r["shape"]) if d in ("K", "C")}
+    info = {"class": type(head).__name__, "outputs": [n for n, _ in outputs], "pooler": pooler is not None}
+    return head_rows, info, sizes
+
+
+def _loss_data(loss, labels, seed, dlast):
+    """The data block's "loss": what the gradients are of, and what reaches BERT."""
+    terms = loss["terms"]
+    return {"formula": ("loss = sum(last_hidden_state * U)" if labels is None else
+                        "loss = " + " + ".join(f"{t.weight:g} * mean_{t.name}" for t in terms)),
+            "value": loss["value"], "seed": seed, "dtype": "float64",
+            "labels": None if labels is None else {k: np.asarray(v).tolist() for k, v in labels.items()},
+            "terms": None if terms is None else [
+                {"name": t.name, "weight": t.weight, "count": t.count, "mean": loss["means"][t.name]} for t in terms],
+            "U": None if loss["U"] is None else rows.tensor(loss["U"]),
+            "upstream": {"last_hidden_state": rows.tensor(dlast),
+                         "pooler_output": None if loss["dpooled"] is None else rows.tensor(loss["dpooled"])},
+            "checks": loss["checks"]}
 
 
 def _version():
