@@ -12,7 +12,7 @@ import pytest
 
 import npbert
 from npbert import cli
-from npbert.cli import explain as cli_explain
+from npbert.explain import LookupTokenizer, TINY_CONFIG, TINY_VOCAB
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -86,7 +86,7 @@ def test_explain_random_in_process(capsys):
     assert out.rstrip().splitlines()[-1].startswith("PASS")
     # Every parameter of the 2-layer model is checked against finite differences, plus inputs_embeds.
     rows = gradient_rows(out)
-    names = list(npbert.BertModel(npbert.BertConfig(**cli_explain.TINY_CONFIG)).state_dict())
+    names = list(npbert.BertModel(npbert.BertConfig(**TINY_CONFIG)).state_dict())
     assert set(names) | {"inputs_embeds"} <= set(rows)
     # one verdict rule for every tensor, npbert.gradcheck's: the key bias (0 in exact arithmetic) too
     for name, (error, verdict) in rows.items():
@@ -113,7 +113,7 @@ def test_explain_random_subprocess():
 
 
 def test_unknown_words_become_unk():
-    tok = cli_explain.LookupTokenizer(cli_explain.TINY_VOCAB)
+    tok = LookupTokenizer(TINY_VOCAB)
     assert tok.tokenize("The FOX, unwanted dog!") == ["the", "fox", ",", "[UNK]", "dog", "!"]
     assert tok.tokenize("the [MASK] dog") == ["the", "[MASK]", "dog"]
     assert tok.convert_tokens_to_ids(["[PAD]", "[UNK]", "[CLS]", "[SEP]"]) == [0, 1, 2, 3]
@@ -155,9 +155,9 @@ def test_a_forward_that_differs_from_the_read_along_fails(monkeypatch, capsys):
 # ---- --model -------------------------------------------------------------------------------------
 
 def test_explain_model_directory(tmp_path, capsys):
-    model = npbert.BertModel(npbert.BertConfig(**cli_explain.TINY_CONFIG), seed=3)
+    model = npbert.BertModel(npbert.BertConfig(**TINY_CONFIG), seed=3)
     model.save_pretrained(tmp_path)
-    (tmp_path / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+    (tmp_path / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
     status, out, err = run(["explain", "--model", str(tmp_path)], capsys)
     assert status == 0, out + err
     assert f"checkpoint at {tmp_path}" in out
@@ -243,7 +243,7 @@ def test_bad_seed_exits_2(capsys):
 
 
 def test_model_directory_without_vocab(tmp_path, capsys):
-    npbert.BertModel(npbert.BertConfig(**cli_explain.TINY_CONFIG)).save_pretrained(tmp_path)
+    npbert.BertModel(npbert.BertConfig(**TINY_CONFIG)).save_pretrained(tmp_path)
     status, _, err = run(["explain", "--model", str(tmp_path)], capsys)
     assert status == 2                       # a folder without a tokenizer: what was given is wrong
     # the tokenizer is loaded as every command loads it: vocab.txt, or tokenizer.json (transformers 5)

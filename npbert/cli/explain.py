@@ -20,8 +20,8 @@ import time
 import numpy as np
 
 from npbert.cli.common import CliError, UsageError, check_checkpoint_dir, load_checkpoint, load_tokenizer, non_negative_int
-from npbert.explain import (TINY_CONFIG, TINY_VOCAB, ExplainError, LookupTokenizer, explain_text,  # noqa: F401
-                            labels_from_text, random_model, write_page)
+from npbert.explain import (TINY_VOCAB, ExplainError, LookupTokenizer, explain_text, labels_from_text, random_model,
+                            write_page)
 from npbert.explain.heads import head_class
 from npbert.explain.models import has_head
 
@@ -130,9 +130,6 @@ def text(args, out=None):
     print(f"\nPASS: {checks.count} checks (forward recomputation, {n_checked} gradients against finite "
           f"differences)  ({elapsed:.1f} s)", file=out)
     return 0
-
-
-explain = text          # the text walk under its old name (tests/api/test_explain_output.py)
 
 
 def page(args, out=None):

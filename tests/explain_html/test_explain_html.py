@@ -11,7 +11,7 @@ import pytest
 
 import npbert
 from npbert import cli, reference
-from npbert.cli import explain as cli_explain
+from npbert.explain import LookupTokenizer, TINY_CONFIG, TINY_VOCAB
 from npbert.explain import decode, page_upstream
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -52,7 +52,7 @@ def random_pair_page(tmp_path_factory):
     path = tmp_path_factory.mktemp("explain_html") / "pair.html"
     status = cli.main(["explain", "--random", "--dtype", "float64", "--seed", "3", "--html", str(path),
                        "--text", "the quick brown fox", "--text_pair", "a lazy dog ."])
-    model = npbert.BertModel(npbert.BertConfig(**cli_explain.TINY_CONFIG), seed=3, dtype=np.float64).eval()
+    model = npbert.BertModel(npbert.BertConfig(**TINY_CONFIG), seed=3, dtype=np.float64).eval()
     return status, path, model
 
 
@@ -91,7 +91,7 @@ def test_pair_tokens_and_types(random_pair_page):
     assert data["tokens"] == ["[CLS]", "the", "quick", "brown", "fox", "[SEP]", "a", "lazy", "dog", ".", "[SEP]"]
     assert data["token_type_ids"] == [0] * 6 + [1] * 5
     assert data["attention_mask"] == [1] * 11
-    tok = cli_explain.LookupTokenizer(cli_explain.TINY_VOCAB)
+    tok = LookupTokenizer(TINY_VOCAB)
     assert data["input_ids"] == tok.convert_tokens_to_ids(data["tokens"])
     # the token type stage looks up row 0 for the first sentence, row 1 for the second
     table = model.state_dict()["embeddings.token_type_embeddings.weight"]                  # (Y, H)
@@ -279,9 +279,9 @@ def _minilm():
 
 def test_a_checkpoint_directory(tmp_path, capsys):
     """--model DIR (as `npbert demo` writes one): its weights and its vocab.txt; float32 forward."""
-    model = npbert.BertModel(npbert.BertConfig(**cli_explain.TINY_CONFIG), seed=5).eval()
+    model = npbert.BertModel(npbert.BertConfig(**TINY_CONFIG), seed=5).eval()
     model.save_pretrained(tmp_path / "model")
-    (tmp_path / "model" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+    (tmp_path / "model" / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
     status, out, path = write_page(tmp_path, capsys, "--model", str(tmp_path / "model"), "--text", "hello world")
     assert status == 0, out
     _, data = page_data(path)
@@ -298,10 +298,10 @@ def test_a_sequence_classification_head(tmp_path, capsys):
     cross_entropy(logits, label), against transformers' BertForSequenceClassification (float64)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    config = npbert.BertConfig(**cli_explain.TINY_CONFIG, num_labels=3)
+    config = npbert.BertConfig(**TINY_CONFIG, num_labels=3)
     head = npbert.BertForSequenceClassification(config, seed=4).eval()
     head.save_pretrained(tmp_path / "model")
-    (tmp_path / "model" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+    (tmp_path / "model" / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
     status, out, path = write_page(tmp_path, capsys, "--model", str(tmp_path / "model"), "--label", "2",
                                    "--dtype", "float64", "--text", "the lazy dog", "--text_pair", "a cat")
     assert status == 0, out
@@ -313,7 +313,7 @@ def test_a_sequence_classification_head(tmp_path, capsys):
     assert data["loss"]["labels"] == {"labels": [2]} and data["model"]["config"]["K"] == 3
     assert logits_stage["check"]["forward"]["ok"] and logits_stage["check"]["backward"]["ok"]
 
-    hf_config = transformers.BertConfig(**cli_explain.TINY_CONFIG, num_labels=3, attn_implementation="eager")
+    hf_config = transformers.BertConfig(**TINY_CONFIG, num_labels=3, attn_implementation="eager")
     hf = transformers.BertForSequenceClassification(hf_config).double().eval()
     hf.load_state_dict({k: torch.from_numpy(np.asarray(v, dtype=np.float64)) for k, v in head.state_dict().items()},
                        strict=False)
@@ -349,13 +349,13 @@ def test_label_usage_errors(tmp_path, capsys):
     assert "--html" in capsys.readouterr().err
     assert cli.main(["explain", "--random", "--label", "1", "--html", str(tmp_path / "p.html")]) == 2
     assert "task head" in capsys.readouterr().err
-    npbert.BertModel(npbert.BertConfig(**cli_explain.TINY_CONFIG)).save_pretrained(tmp_path / "m")
-    (tmp_path / "m" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+    npbert.BertModel(npbert.BertConfig(**TINY_CONFIG)).save_pretrained(tmp_path / "m")
+    (tmp_path / "m" / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
     assert cli.main(["explain", "--model", str(tmp_path / "m"), "--label", "0", "--html", str(tmp_path / "p.html")]) == 2
     assert "task head" in capsys.readouterr().err
-    head = npbert.BertForSequenceClassification(npbert.BertConfig(**cli_explain.TINY_CONFIG, num_labels=2))
+    head = npbert.BertForSequenceClassification(npbert.BertConfig(**TINY_CONFIG, num_labels=2))
     head.save_pretrained(tmp_path / "h")
-    (tmp_path / "h" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+    (tmp_path / "h" / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
     assert cli.main(["explain", "--model", str(tmp_path / "h"), "--label", "2", "--html", str(tmp_path / "p.html")]) == 2
     assert "the head has 2 classes (0..1)" in capsys.readouterr().err
     assert not (tmp_path / "p.html").exists()
