@@ -210,8 +210,5 @@ def _loss_data(loss, labels, seed, dlast):
 
 
 def _version():
-    from importlib import metadata
-    try:
-        return metadata.version("npbert")
-    except metadata.PackageNotFoundError:
-        return None
+    import npbert                                       # the public namespace, when the page is written
+    return npbert.__version__
