@@ -18,16 +18,22 @@ def rel(a, b):
     return np.abs(a - b).max() / scale if scale else np.abs(a - b).max()
 
 
+def next_dropout(model):
+    """reference.py's `dropout` for the model's next forward: (the step seed it will draw, first row 0),
+    or None in eval mode."""
+    if not model.training:
+        return None
+    probe = np.random.PCG64()
+    probe.state = model.state.rng.bit_generator.state
+    return int(probe.random_raw()), 0
+
+
 @pytest.mark.parametrize("training", [False, True])
 def test_reference_functions_equal_the_model(training):
     config = tiny_config(num_hidden_layers=3, hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3)
     model = random_model(config, seed=3).train(training)
     ids, types, mask = random_batch(config, 4, 7, seed=3)
-    dropout = None
-    if training:                        # the step seed the model's forward will draw
-        probe = np.random.PCG64()
-        probe.state = model.state.rng.bit_generator.state
-        dropout = (int(probe.random_raw()), 0)
+    dropout = next_dropout(model)
     out = model(input_ids=ids, token_type_ids=types, attention_mask=mask,
                 output_hidden_states=True, output_attentions=True)
     rng = np.random.default_rng(4)
@@ -81,11 +87,7 @@ def test_grads_acts_beside_acts(training):
     config = tiny_config(num_hidden_layers=3, hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3)
     model = random_model(config, seed=6).train(training)
     ids, types, mask = random_batch(config, 3, 6, seed=6)
-    dropout = None
-    if training:                        # the step seed the model's forward will draw
-        probe = np.random.PCG64()
-        probe.state = model.state.rng.bit_generator.state
-        dropout = (int(probe.random_raw()), 0)
+    dropout = next_dropout(model)
     out = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
     rng = np.random.default_rng(7)
     dlast, dpooled = rng.standard_normal(out.last_hidden_state.shape), rng.standard_normal(out.pooler_output.shape)
