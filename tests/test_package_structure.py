@@ -27,7 +27,7 @@ RANKS = {
     "npbert.fast": 2, "npbert.reference": 2, "npbert.functional": 2,
     "npbert.modeling": 3, "npbert.optim": 3, "npbert.losses": 3, "npbert.outputs": 3,
     "npbert.training": 4, "npbert.distributed": 4,
-    "npbert.data": 5, "npbert.tasks": 5, "npbert.interpret": 5, "npbert.pipelines": 5,
+    "npbert.data": 5, "npbert.tasks": 5, "npbert.interpret": 5, "npbert.pipelines": 5, "npbert.explain": 5,
     "npbert.cli": 6, "npbert.__main__": 6, "npbert": 6,
 }
 APPLICATIONS = 5            # ranks from which a lazy `import npbert` is fine

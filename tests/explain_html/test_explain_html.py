@@ -11,9 +11,8 @@ import pytest
 
 import npbert
 from npbert import cli, reference
-from npbert.cli import explain as cli_explain
-from npbert.cli.explain_html import decode
-from npbert.cli.explain_html import page_upstream
+from npbert.explain import LookupTokenizer, TINY_CONFIG, TINY_VOCAB
+from npbert.explain import decode, page_upstream
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -53,7 +52,7 @@ def random_pair_page(tmp_path_factory):
     path = tmp_path_factory.mktemp("explain_html") / "pair.html"
     status = cli.main(["explain", "--random", "--dtype", "float64", "--seed", "3", "--html", str(path),
                        "--text", "the quick brown fox", "--text_pair", "a lazy dog ."])
-    model = npbert.BertModel(npbert.BertConfig(**cli_explain.TINY_CONFIG), seed=3, dtype=np.float64).eval()
+    model = npbert.BertModel(npbert.BertConfig(**TINY_CONFIG), seed=3, dtype=np.float64).eval()
     return status, path, model
 
 
@@ -83,7 +82,7 @@ def test_the_stages_in_order_with_their_checks(random_pair_page):
     assert checked == {(None, "embeddings"), (None, "pooled")} | {(i, k) for i in range(2) for k in ("probs", "layer_output")}
     assert all(s["check"][d]["ok"] for s in data["stages"] for d in ("forward", "backward") if s["check"][d])
     assert data["checks"]["ok"] and data["gradient_check"]["ok"] and not data["checks"]["failed"]
-    assert "PASS" in data["gradient_check"]["text"] or "rel_error" in data["gradient_check"]["text"]
+    assert "npbert.gradcheck" in data["gradient_check"]["text"] and " ok" in data["gradient_check"]["text"]
 
 
 def test_pair_tokens_and_types(random_pair_page):
@@ -92,7 +91,7 @@ def test_pair_tokens_and_types(random_pair_page):
     assert data["tokens"] == ["[CLS]", "the", "quick", "brown", "fox", "[SEP]", "a", "lazy", "dog", ".", "[SEP]"]
     assert data["token_type_ids"] == [0] * 6 + [1] * 5
     assert data["attention_mask"] == [1] * 11
-    tok = cli_explain.LookupTokenizer(cli_explain.TINY_VOCAB)
+    tok = LookupTokenizer(TINY_VOCAB)
     assert data["input_ids"] == tok.convert_tokens_to_ids(data["tokens"])
     # the token type stage looks up row 0 for the first sentence, row 1 for the second
     table = model.state_dict()["embeddings.token_type_embeddings.weight"]                  # (Y, H)
@@ -210,8 +209,8 @@ def test_the_page_is_self_contained(random_pair_page):
 
 def test_a_wrong_stage_fails(tmp_path, monkeypatch, capsys):
     """The page's checks can fail: a forward that is not what the model computes, a softmax
-    backward that drops its `- y sum(dy y)` term in the stage walk, a wrong GELU backward."""
-    import npbert.cli.explain_stages as stages
+    backward that drops its `- y sum(dy y)` term where reference.py keeps the scores' gradient, a
+    wrong GELU backward in reference.py (its stages' gradients against the model's backward)."""
     import npbert.ops
     real = npbert.ops.softmax_forward                    # the model's softmax, not reference.py's
     monkeypatch.setattr(npbert.ops, "softmax_forward", lambda x, out=None: real(x * x.dtype.type(1.5)))
@@ -225,18 +224,21 @@ def test_a_wrong_stage_fails(tmp_path, monkeypatch, capsys):
     assert not stage(data, "probs", 0)["check"]["forward"]["ok"]
     assert "FAIL" in open(path, encoding="utf-8").read()
     monkeypatch.undo()
-    monkeypatch.setattr(stages, "softmax_backward", lambda dy, y: dy * y)
+    monkeypatch.setattr(reference, "softmax_backward", lambda dy, y: dy * y)
     status, out, path = write_page(tmp_path, capsys, "--random")
     _, data = page_data(path)
     assert status == 1
     assert not stage(data, "scores", 0)["check"]["backward"]["ok"]
-    assert stage(data, "probs", 0)["check"]["forward"]["ok"]
+    assert stage(data, "probs", 0)["check"]["forward"]["ok"] and stage(data, "probs", 0)["check"]["backward"]["ok"]
     monkeypatch.undo()
-    monkeypatch.setattr(stages, "get_activation", lambda name: (None, lambda dy, cache: dy))
+    gelu_forward = reference.get_activation("gelu")[0]
+    monkeypatch.setattr(reference, "get_activation", lambda name: (gelu_forward, lambda dy, cache: dy))
     status, out, path = write_page(tmp_path, capsys, "--random")
     _, data = page_data(path)
     assert status == 1
-    assert not stage(data, "layer_output", 1)["check"]["backward"]["ok"]
+    assert stage(data, "layer_output", 1)["check"]["backward"]["ok"]          # the upstream, above the bug
+    assert not stage(data, "layer_output", 0)["check"]["backward"]["ok"]      # below layer 1's GELU
+    assert "reference.bert_backward" in data["checks"]["failed"]
 
 
 def test_usage_errors(tmp_path, capsys):
@@ -277,9 +279,9 @@ def _minilm():
 
 def test_a_checkpoint_directory(tmp_path, capsys):
     """--model DIR (as `npbert demo` writes one): its weights and its vocab.txt; float32 forward."""
-    model = npbert.BertModel(npbert.BertConfig(**cli_explain.TINY_CONFIG), seed=5).eval()
+    model = npbert.BertModel(npbert.BertConfig(**TINY_CONFIG), seed=5).eval()
     model.save_pretrained(tmp_path / "model")
-    (tmp_path / "model" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+    (tmp_path / "model" / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
     status, out, path = write_page(tmp_path, capsys, "--model", str(tmp_path / "model"), "--text", "hello world")
     assert status == 0, out
     _, data = page_data(path)
@@ -296,10 +298,10 @@ def test_a_sequence_classification_head(tmp_path, capsys):
     cross_entropy(logits, label), against transformers' BertForSequenceClassification (float64)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    config = npbert.BertConfig(**cli_explain.TINY_CONFIG, num_labels=3)
+    config = npbert.BertConfig(**TINY_CONFIG, num_labels=3)
     head = npbert.BertForSequenceClassification(config, seed=4).eval()
     head.save_pretrained(tmp_path / "model")
-    (tmp_path / "model" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+    (tmp_path / "model" / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
     status, out, path = write_page(tmp_path, capsys, "--model", str(tmp_path / "model"), "--label", "2",
                                    "--dtype", "float64", "--text", "the lazy dog", "--text_pair", "a cat")
     assert status == 0, out
@@ -311,7 +313,7 @@ def test_a_sequence_classification_head(tmp_path, capsys):
     assert data["loss"]["labels"] == {"labels": [2]} and data["model"]["config"]["K"] == 3
     assert logits_stage["check"]["forward"]["ok"] and logits_stage["check"]["backward"]["ok"]
 
-    hf_config = transformers.BertConfig(**cli_explain.TINY_CONFIG, num_labels=3, attn_implementation="eager")
+    hf_config = transformers.BertConfig(**TINY_CONFIG, num_labels=3, attn_implementation="eager")
     hf = transformers.BertForSequenceClassification(hf_config).double().eval()
     hf.load_state_dict({k: torch.from_numpy(np.asarray(v, dtype=np.float64)) for k, v in head.state_dict().items()},
                        strict=False)
@@ -334,7 +336,10 @@ def test_a_sequence_classification_head(tmp_path, capsys):
                       (decode(stage(data, "value", 1)["grad"]),
                        seen["value"].grad.reshape(1, -1, 4, 16).permute(0, 2, 1, 3).numpy())):
         np.testing.assert_allclose(mine, ref, rtol=0, atol=1e-6 * (1 + np.abs(ref).max()))
-    assert not decode(data["loss"]["upstream"]["last_hidden_state"]).any()   # the head reads pooler_output only
+    # the head reads pooler_output only: what it hands to last_hidden_state itself is 0, to the round-off
+    # of subtracting the pooler's part from the model's d last_hidden_state (float64, ~1e-16 relative)
+    direct = decode(data["loss"]["upstream"]["last_hidden_state"])
+    assert np.abs(direct).max() <= 1e-12 * np.abs(seen["pooled"].grad.numpy()).max()
     assert [t["name"] for t in data["loss"]["terms"]] == ["classification"] and data["loss"]["terms"][0]["count"] == 1
     assert all(ch["ok"] for ch in data["loss"]["checks"]) and len(data["loss"]["checks"]) == 3
 
@@ -344,13 +349,13 @@ def test_label_usage_errors(tmp_path, capsys):
     assert "--html" in capsys.readouterr().err
     assert cli.main(["explain", "--random", "--label", "1", "--html", str(tmp_path / "p.html")]) == 2
     assert "task head" in capsys.readouterr().err
-    npbert.BertModel(npbert.BertConfig(**cli_explain.TINY_CONFIG)).save_pretrained(tmp_path / "m")
-    (tmp_path / "m" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+    npbert.BertModel(npbert.BertConfig(**TINY_CONFIG)).save_pretrained(tmp_path / "m")
+    (tmp_path / "m" / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
     assert cli.main(["explain", "--model", str(tmp_path / "m"), "--label", "0", "--html", str(tmp_path / "p.html")]) == 2
     assert "task head" in capsys.readouterr().err
-    head = npbert.BertForSequenceClassification(npbert.BertConfig(**cli_explain.TINY_CONFIG, num_labels=2))
+    head = npbert.BertForSequenceClassification(npbert.BertConfig(**TINY_CONFIG, num_labels=2))
     head.save_pretrained(tmp_path / "h")
-    (tmp_path / "h" / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+    (tmp_path / "h" / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
     assert cli.main(["explain", "--model", str(tmp_path / "h"), "--label", "2", "--html", str(tmp_path / "p.html")]) == 2
     assert "the head has 2 classes (0..1)" in capsys.readouterr().err
     assert not (tmp_path / "p.html").exists()

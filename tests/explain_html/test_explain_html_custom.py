@@ -9,7 +9,8 @@ import pytest
 
 import npbert
 from npbert.cli import explain as cli_explain
-from npbert.cli.explain_html import decode
+from npbert.explain import TINY_CONFIG
+from npbert.explain import decode
 
 from test_explain_html import page_data, stage
 
@@ -28,7 +29,7 @@ def page_classes(tmp_path_factory):
 
 @pytest.mark.parametrize("cls_name", sorted(LABELS))
 def test_a_custom_heads_page_draws_its_outputs_and_loss_terms(cls_name, page_classes, tmp_path):
-    config = npbert.BertConfig(**cli_explain.TINY_CONFIG)              # the built-in vocabulary's size
+    config = npbert.BertConfig(**TINY_CONFIG)              # the built-in vocabulary's size
     model = getattr(page_classes, cls_name)(config, dtype=np.float64, seed=5).eval()
     labels = LABELS[cls_name]
     path = tmp_path / "page.html"
@@ -58,7 +59,7 @@ def test_a_wrong_loss_gradient_fails_the_page(page_classes, tmp_path, monkeypatc
     backward is off by a factor is caught."""
     import npbert.losses as L
     wrong = L.LossOp("mse", L.mse.forward, lambda d, cache: 1.5 * L.mse.backward(d, cache), L.mse.count)
-    config = npbert.BertConfig(**cli_explain.TINY_CONFIG)
+    config = npbert.BertConfig(**TINY_CONFIG)
     model = page_classes.BertForMeanPooledRegression(config, dtype=np.float64, seed=5).eval()
     monkeypatch.setattr(type(model), "loss_terms",
                         lambda self, batch: [L.LossTerm("regression", "logits", wrong, batch["labels"])]

@@ -8,8 +8,8 @@ import pytest
 
 import npbert
 from npbert import cli
-from npbert.cli import explain as cli_explain
-from npbert.cli.explain_html import decode, page_upstream
+from npbert.explain import TINY_CONFIG, TINY_VOCAB
+from npbert.explain import decode, page_upstream
 
 from test_explain_html import page_data, retaining, stage, write_page
 
@@ -31,8 +31,8 @@ def head_folder(root, cls_name, seed=4):
     folder = root / cls_name
     if not folder.exists():
         K = HEADS[cls_name][0]
-        getattr(npbert, cls_name)(npbert.BertConfig(**cli_explain.TINY_CONFIG, num_labels=K), seed=seed).save_pretrained(folder)
-        (folder / "vocab.txt").write_text("\n".join(cli_explain.TINY_VOCAB) + "\n", encoding="utf-8")
+        getattr(npbert, cls_name)(npbert.BertConfig(**TINY_CONFIG, num_labels=K), seed=seed).save_pretrained(folder)
+        (folder / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
     return folder
 
 
@@ -49,7 +49,7 @@ def test_every_head_draws_its_outputs_without_a_label(cls_name, folders, tmp_pat
     assert status == 0, out
     _, data = page_data(path)
     K, outputs, pooler = HEADS[cls_name]
-    T, c = len(data["tokens"]), npbert.BertConfig(**cli_explain.TINY_CONFIG)
+    T, c = len(data["tokens"]), npbert.BertConfig(**TINY_CONFIG)
     heads = [s for s in data["stages"] if s["section"] == "head"]
     assert [s["key"] for s in heads] == list(outputs) and data["stages"][-len(heads):] == heads
     assert data["model"]["head"]["class"] == cls_name
@@ -83,7 +83,7 @@ def test_every_head_draws_its_outputs_without_a_label(cls_name, folders, tmp_pat
 
 def _transformers_head(cls_name, model, torch, transformers):
     K = HEADS[cls_name][0]
-    hf_config = transformers.BertConfig(**cli_explain.TINY_CONFIG, num_labels=K, attn_implementation="eager")
+    hf_config = transformers.BertConfig(**TINY_CONFIG, num_labels=K, attn_implementation="eager")
     hf = getattr(transformers, cls_name)(hf_config).double().eval()
     hf.load_state_dict({k: torch.from_numpy(np.asarray(v, dtype=np.float64)) for k, v in model.state_dict().items()},
                        strict=False)
@@ -113,7 +113,7 @@ def test_a_heads_loss_is_transformers(cls_name, text, argv, labels, folders, tmp
     ids = data["input_ids"]
     if labels.get("labels", 0) is None:                                   # the masked LM: fox at [MASK], -100 elsewhere
         mask = data["tokens"].index("[MASK]")
-        labels["labels"] = [[cli_explain.TINY_VOCAB.index("fox") if t == mask else -100 for t in range(len(ids))]]
+        labels["labels"] = [[TINY_VOCAB.index("fox") if t == mask else -100 for t in range(len(ids))]]
     assert data["loss"]["labels"] == labels
     model = getattr(npbert, cls_name).from_pretrained(folder, dtype=np.float64)
     hf = _transformers_head(cls_name, model, torch, transformers)
@@ -146,7 +146,7 @@ def test_a_heads_loss_is_transformers(cls_name, text, argv, labels, folders, tmp
 def test_a_wrong_output_gradient_fails(folders, tmp_path, capsys, monkeypatch):
     """The checks of d loss / d output (against central differences, and through the head's own
     backward against its backward()) can fail."""
-    import npbert.cli.explain_heads as heads
+    import npbert.explain.heads as heads
     real = heads.loss_gradients
     monkeypatch.setattr(heads, "loss_gradients", lambda head: {k: 0.5 * v for k, v in real(head).items()})
     folder = head_folder(folders, "BertForTokenClassification")
@@ -188,7 +188,7 @@ def test_a_folder_with_tokenizer_json_only(folders, tmp_path, capsys):
         npbert.BertModel.from_pretrained(with_vocab).save_pretrained(folder)
     if int(transformers.__version__.split(".")[0]) < 5:
         pytest.skip("transformers 5 saves tokenizer.json without vocab.txt; this is " + transformers.__version__)
-    vocab = {token: i for i, token in enumerate(cli_explain.TINY_VOCAB)}
+    vocab = {token: i for i, token in enumerate(TINY_VOCAB)}
     transformers.BertTokenizer(vocab=vocab).save_pretrained(folder)          # the Rust tokenizer of transformers 5
     assert (folder / "tokenizer.json").exists() and not (folder / "vocab.txt").exists()
     text = "the lazy dog jumps over the brown fox"

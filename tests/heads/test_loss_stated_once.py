@@ -71,8 +71,8 @@ def _string_constants(path):
 
 # the modules that read a model's loss (backward, data parallel, training, interpret, explain)
 READERS = ["modeling/pretrained.py", "modeling/loss_terms.py", "modeling/loss.py", "distributed/loss.py",
-           "training/trainer.py", "interpret/heads.py", "interpret/regroup.py", "cli/explain_html.py",
-           "cli/explain_heads.py", "cli/head_importance.py"]
+           "training/trainer.py", "interpret/heads.py", "interpret/regroup.py", "explain/data.py",
+           "explain/heads.py", "explain/labels.py", "cli/explain.py", "cli/head_importance.py"]
 
 
 def test_no_term_name_or_weight_outside_its_head():

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 
 import npbert
-from npbert.cli.explain import TINY_VOCAB
+from npbert.explain import TINY_VOCAB
 
 # Both sides compute the same float64 expressions in another order (BLAS blocking, summation
 # order): ~1e-15 relative per op, ~1e-13 through a network.  The issue asks for 1e-9: room for

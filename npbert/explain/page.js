@@ -1,8 +1,7 @@
-"""The script of the `npbert explain --html` page (plain JavaScript, no library): it reads the data
-block, draws every stage as a heatmap on a canvas, and wires the layer / head / token selectors.
-When it has drawn everything it writes #npbert-status (what the browser tests read)."""
-
-SCRIPT = r"""
+// The script of the `npbert explain --html` page (plain JavaScript, no library; npbert/explain/page.py
+// inlines it): it reads the data block, draws every stage as a heatmap on a canvas, and wires the
+// layer / head / token selectors.  When it has drawn everything it writes #npbert-status (what the
+// browser tests read).
 "use strict";
 const errors = [];
 window.addEventListener("error", e => { errors.push(String(e.message || e)); setStatus(); });
@@ -116,7 +115,7 @@ function checkLine(ch, what) {
   if (!ch) return null;
   const e = make("div", "check " + (ch.ok ? "ok" : "bad"));
   e.textContent = `${ch.ok ? "\u2713" : "\u2717"} ${what} ${ch.what}: max|diff| ${ch.max_abs_diff.toExponential(1)} ` +
-    `(tolerance ${ch.tol.toExponential(0)} \u00d7 (1 + max|value|))`;
+    `(${ch.rule}, tol ${ch.tol.toExponential(0)})`;
   return e;
 }
 function shapeBoxes(stage) {
@@ -254,4 +253,3 @@ function main() {
   setStatus("ok");
 }
 try { main(); } catch (e) { errors.push(`${e.name}: ${e.message}`); setStatus(); throw e; }
-"""
