@@ -73,8 +73,7 @@ def _loss(model64, bert64, plain, hin, labels, seed, shape, acts64, checks):
         return dict(U=U, dlast=U, dpooled=None, bert_grads=grads, igrads=igrads, dembeds=bert64.inputs_embeds_grad,
                     value=float(np.sum(out.last_hidden_state * U)), checks=[], dout=None, terms=None, means=None)
     hout = model64(**hin, **labels, output_hidden_states=True)
-    pooled = None if acts64["pooler"] is None else acts64["pooler"]["pooled"]
-    r = heads.loss_backward(model64, {**hin, **labels}, hout, pooled, checks)
+    r = heads.loss_backward(model64, {**hin, **labels}, hout, checks)
     prefix, tied = model64.base_model_prefix + ".", heads.tied_names(model64)
     bert_grads = {n[len(prefix):]: g for n, g in r["grads"].items() if n.startswith(prefix) and n not in tied}
     return dict(U=None, dlast=r["dlast"], dpooled=r["dpooled"], bert_grads=bert_grads, igrads=r["igrads"],

@@ -17,7 +17,6 @@ import numpy as np
 from npbert.modeling import BertModel, BertPreTrainedModel
 from npbert.modeling import heads as head_classes
 from npbert.modeling.loss_terms import HeadLoss
-from npbert.ops.activations import tanh_backward
 
 from .checks import compare, concat, output_gradient_check
 from .errors import ExplainError
@@ -118,20 +117,11 @@ def tied_names(head):
     return {n for n in names for a in aliases if np.may_share_memory(sd[n], sd[a])}
 
 
-def bert_upstream(head, grads, igrads, pooled):
+def bert_upstream(igrads):
     """(d loss / d pooler_output (B, H) or None, d loss / d last_hidden_state (B, T, H) all uses counted)
-    from the head's public backward: `grads` and the IntermediateGrads `igrads` of
-    head.backward(return_intermediate_grads=True); pooled: the forward's pooler_output (B, H).
-    With B = 1 the gradient of pooler.dense.bias is d loss / d dense of the one example; d loss /
-    d pooler_output is that over tanh's slope 1 - pooled^2 (ops.tanh_backward's own factor, so the
-    pooler's backward of it gives the bias gradient back to round-off)."""
+    from the IntermediateGrads `igrads` of the head's public head.backward(return_intermediate_grads=True)."""
     dlast = np.asarray(igrads.hidden_states[-1], dtype=np.float64)                       # (B, T, H)
-    bias = head.base_model_prefix + ".pooler.dense.bias"
-    if pooled is None or bias not in grads:
-        return None, dlast
-    assert pooled.shape[0] == 1, "the page shows one example (B = 1)"
-    slope = tanh_backward(np.ones_like(pooled), pooled)                                  # (B, H)
-    dpooled = np.divide(grads[bias][None], slope, out=np.zeros_like(pooled), where=slope > 0)
+    dpooled = None if igrads.pooler_output is None else np.asarray(igrads.pooler_output, dtype=np.float64)
     return dpooled, dlast
 
 
@@ -141,7 +131,7 @@ def loss_gradients(head):
     return {k: np.asarray(v, dtype=np.float64) for k, v in head.head_loss.backward(1.0).items()}
 
 
-def loss_backward(head, batch, hout, pooled, checks):
+def loss_backward(head, batch, hout, checks):
     """The backward of the head's loss, from its last forward (given `batch`'s labels), through its
     public backward.  Returns a dict: terms, means, dout ({output: d loss / d output}), grads (the
     head's), dembeds, dpooled, dlast (what reaches BERT, see bert_upstream), loss, loss_checks,
@@ -159,7 +149,7 @@ def loss_backward(head, batch, hout, pooled, checks):
         "loss recomputed from the same terms (float64, a few entries each)")]
     grads, igrads = head.backward(retain_graph=True, return_intermediate_grads=True)
     dembeds = head.inputs_embeds_grad
-    dpooled, dlast = bert_upstream(head, grads, igrads, pooled)
+    dpooled, dlast = bert_upstream(igrads)
     through_outputs = head.backward(**dout)
     names = list(grads)
     output_check = compare(

@@ -140,6 +140,7 @@ class BertModel(BertPreTrainedModel):
             return {}, None                                  # the whole base model is frozen
         dlast = np.zeros((B, T, H), dtype=dtype) if dlast is None else dlast.copy()
         grads = {}
+        dpooled = None
         if self.pooler is not None:
             dpooled = _upstream("pooler_output", pooler_output, (B, H), dtype)
             if dpooled is not None:
@@ -151,7 +152,9 @@ class BertModel(BertPreTrainedModel):
                                                      records=records)
         grads.update(g)
         if records is not None:
-            kept.append(IntermediateGrads.from_records(dembedding_output, records))
+            if self.pooler is not None and dpooled is None:
+                dpooled = np.zeros((B, H), dtype=dtype)       # the pooled output fed nothing differentiated
+            kept.append(IntermediateGrads.from_records(dembedding_output, records, dpooled))
         if dembedding_output is None:                    # everything below is frozen
             return grads, None
         if cache["embeddings"] is None:                  # the embeddings' output was replaced (npbert.interpret):

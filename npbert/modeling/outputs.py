@@ -90,6 +90,8 @@ class _PerLayer:
 
     def __repr__(self):
         def shape(v):
+            if v is None:
+                return "None"
             if isinstance(v, tuple):
                 return f"{len(v)} x {tuple(v[0].shape)}" if v else "()"
             return str(tuple(v.shape))
@@ -131,11 +133,13 @@ class IntermediateGrads(_PerLayer):
         attentions[i], i < L         (B, N, F, T)  with respect to layer i's probabilities as used
         head_mask                    (L, N)     with respect to each head's head-mask value xi
                                                 (probs = dropout(softmax(scores)) * xi; xi = 1 when the
-                                                forward had no head_mask), summed over the batch"""
-    _fields = ("hidden_states", "attentions", "head_mask")
+                                                forward had no head_mask), summed over the batch
+        pooler_output                (B, H)     with respect to the pooled output (what a head sends
+                                                into the pooler); None for a model without a pooler"""
+    _fields = ("hidden_states", "attentions", "head_mask", "pooler_output")
 
     @classmethod
-    def from_records(cls, dembedding_output, records):
+    def from_records(cls, dembedding_output, records, dpooled=None):
         return cls(hidden_states=(dembedding_output,) + tuple(r["layer_output"] for r in records),
                    attentions=tuple(r["attentions"] for r in records),
-                   head_mask=np.stack([r["head_mask"] for r in records]))
+                   head_mask=np.stack([r["head_mask"] for r in records]), pooler_output=dpooled)

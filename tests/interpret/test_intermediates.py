@@ -89,6 +89,7 @@ def test_every_intermediate_and_its_gradient_is_torchs(models, batch, masked):
     xi = torch.tensor(hm, requires_grad=True)
     rec, ref = torch_run(theirs, batch, xi, upstream)
     inter = out.intermediates
+    assert np.array_equal(igrads.pooler_output, upstream[1])     # the pooled output feeds the target alone
 
     def heads(x):                                                  # (B, T, H) -> (B, N, T, D)
         return x.view(x.shape[0], x.shape[1], N, -1).transpose(1, 2)
