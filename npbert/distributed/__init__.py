@@ -18,7 +18,7 @@ gradients (broadcast, the bucketed all-reduce), batches (who computes which rows
 global-mean normalisation), threads (threads per rank).  Only `init()` under a launcher imports mpi4py
 (the optional extra: pip install "npbert[mpi]").
 """
-from .batches import (Share, batch_rows, epoch_order, eval_batches, gather_in_order, global_batches, plan_training,
+from .batches import (Share, epoch_order, eval_batches, gather_in_order, global_batches, plan_training, rows_of_batch,
                       shard_global_batch, split_evenly)
 from .gradients import (DEFAULT_BUCKET_BYTES, GradientBuckets, allreduce_gradients, broadcast_parameters,
                         check_same_parameters)
@@ -30,5 +30,5 @@ from .world import DistributedError, MPIWorld, SingleProcess, fingerprint_file
 __all__ = ["init", "get_world", "describe_world", "detect_launcher", "launcher_world_size", "SingleProcess", "MPIWorld",
            "DistributedError", "fingerprint_file", "broadcast_parameters", "allreduce_gradients", "GradientBuckets",
            "DEFAULT_BUCKET_BYTES", "check_same_parameters", "count_loss_items", "add_counts", "backward_global_mean",
-           "loss_share", "Share", "batch_rows", "split_evenly", "epoch_order", "global_batches", "shard_global_batch",
+           "loss_share", "Share", "rows_of_batch", "split_evenly", "epoch_order", "global_batches", "shard_global_batch",
            "plan_training", "eval_batches", "gather_in_order", "configure_threads", "threads_per_rank"]

@@ -348,7 +348,7 @@ class Trainer(api.TrainerAPI, Evaluation, Checkpointing):
                     continue
                 # one process averages its micro-batches' means, 1 / n_micro each: a term's N_c x n_micro
                 scaled = {c: n * n_micro for c, n in totals.items()}
-                batch = dist.batch_rows(full, s.offset, s.offset + len(s.indices))
+                batch = dist.rows_of_batch(full, s.offset, s.offset + len(s.indices))
                 local = dist.count_loss_items(model, batch)
                 with model.batch_offset(s.offset):
                     out = model(**batch)
