@@ -7,7 +7,7 @@ memory of its upstream gradient) is in npbert/modeling/fast.py.
 """
 from .attention import BertSelfOutput
 from .module import Module
-from .nn import Linear, activation
+from .leaf_modules import Linear, activation
 
 
 class BertIntermediate(Module):

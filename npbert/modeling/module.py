@@ -28,7 +28,7 @@ Every module also has torch's nn.Module surface: `parameters()`, `named_paramete
 relative to the module), `children()`, `named_children()`, `modules()`, `named_modules()`,
 `zero_grad()`, `requires_grad_()`, `get_submodule()`, and `print(module)` in torch's layout.  The
 parameters are the model's Parameter objects (npbert/modeling/parameter.py); the leaves holding
-them (Linear, Embedding, LayerNorm, ...) are in npbert/modeling/nn.py.
+them (Linear, Embedding, LayerNorm, ...) are in npbert/modeling/leaf_modules.py.
 """
 import numpy as np
 

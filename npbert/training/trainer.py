@@ -50,7 +50,7 @@ from .collators import DataCollatorWithPadding, default_data_collator
 from .evaluation import Evaluation
 from .progress import ProgressLine, SilentProgress
 from .signals import StopOnSignal
-from .state import TrainerState, TrainOutput
+from .trainer_state import TrainerState, TrainOutput
 
 _LABEL_NAMES = ("labels", "next_sentence_label", "start_positions", "end_positions")
 

@@ -6,7 +6,7 @@ BertLMPredictionHead, BertOnlyMLMHead, BertOnlyNSPHead, BertPreTrainingHeads.
 from npbert.ops.linear import linear_input_grad, linear_param_grads
 
 from ..module import Module
-from ..nn import LayerNorm, Linear, activation
+from ..leaf_modules import LayerNorm, Linear, activation
 
 
 class BertPredictionHeadTransform(Module):
