@@ -72,9 +72,12 @@ def check_range(name, ids, high, what):
 class Linear(Module):
     """nn.Linear(in_features, out_features, bias): y = x W^T + b, W (out, in) ~ N(0, initializer_range),
     b (out,) zeros.  `tied_to=(weight_name, bias_name)`: registers nothing and reads those two
-    parameters instead (the MLM decoder: the word embeddings and cls.predictions.bias)."""
+    parameters instead (the MLM decoder: the word embeddings and cls.predictions.bias).
+    `grad_name={"weight": name}`: backward() reports that gradient under `name` instead of the
+    parameter's (the decoder's dW as "cls.predictions.decoder.weight", one of the word
+    embeddings' two uses, which the model adds to the lookup's in one place)."""
 
-    def __init__(self, *args, bias=True, tied_to=None):
+    def __init__(self, *args, bias=True, tied_to=None, grad_name=None):
         state, prefix, (in_features, out_features, *rest) = _placement(args)
         bias = rest[0] if rest else bias
         super().__init__(state, prefix)
@@ -84,6 +87,7 @@ class Linear(Module):
                 self.add_param("bias", (out_features,), "zeros")
         else:
             self._own = {"weight": tied_to[0], "bias": tied_to[1]}
+        self._grad_names = {**self._own, **(grad_name or {})}     # "weight" / "bias" -> the name backward() reports
         _init_standalone(self)
 
     @property
@@ -111,13 +115,15 @@ class Linear(Module):
 
     def backward(self, dy, cache):
         """In the forward: y = x W^T + b.  dy (..., out) -> (dx = dy W (..., in), {W's name: dW =
-        dy^T x, b's name: db = sum of dy}); dW and db are skipped when frozen (model.freeze)."""
+        dy^T x, b's name: db = sum of dy}); each of dW and db is skipped when its parameter is
+        frozen (model.freeze), and the GEMM with it.  The one frozen-aware linear backward: every
+        module's nn.Linear runs it (Module.linear_backward delegates here)."""
         x, weight, has_bias = cache
+        wanted = {k: self._grad_names[k] for k, full in self._own.items() if full not in self.state.frozen}
         grads = {}
-        names = {k: v for k, v in self._own.items() if v not in self.state.frozen}
-        if names:
-            g = linear_param_grads(dy, x, has_bias)
-            grads = {names[k]: v for k, v in g.items() if k in names}
+        if "weight" in wanted or (has_bias and "bias" in wanted):
+            g = linear_param_grads(dy, x, has_bias and "bias" in wanted, weight_grad="weight" in wanted)
+            grads = {wanted[k]: v for k, v in g.items()}          # weight (out, in), bias (out,)
         return linear_input_grad(dy, weight, x.shape), grads
 
     def extra_repr(self):

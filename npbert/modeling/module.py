@@ -35,7 +35,6 @@ import numpy as np
 import npbert.fast
 import npbert.ops
 from npbert.ops.dropout import DropoutKey
-from npbert.ops.linear import linear_input_grad, linear_param_grads
 from npbert.paths import get_path
 from npbert.settings import BOOL, checked
 
@@ -239,13 +238,10 @@ class Module:
         return (self.prefix + name) not in self.state.frozen
 
     def linear_backward(self, name, dy, cache):
-        """The backward of nn.Linear `name` (in the forward: y = x @ W.T + b):
-        (dx = dy @ W, prefixed {"weight": dW, "bias": db}); dW and db are skipped when frozen."""
-        x, weight, has_bias = cache
-        grads = {}
-        if self.trainable(name + ".weight") or (has_bias and self.trainable(name + ".bias")):
-            grads = self.prefixed(name, linear_param_grads(dy, x, has_bias))
-        return linear_input_grad(dy, weight, x.shape), grads
+        """The backward of the nn.Linear submodule `name` (in the forward: y = x @ W.T + b):
+        (dx = dy @ W, {"<prefix><name>.weight": dW, ...}), dW and db skipped when frozen.  It is
+        that Linear's own backward (npbert/modeling/leaf_modules.py), called by name."""
+        return self.get_submodule(name).backward(dy, cache)
 
     def prefixed(self, name, grads):
         """{"weight": dW, "bias": db} from a leaf op -> {"<prefix><name>.weight": dW, ...}."""
