@@ -20,7 +20,6 @@ torch.nn's names, beside torch's loss modules.
 import numpy as np
 
 from npbert.ops.activations import get_activation
-from npbert.ops.dropout import DropoutKey
 from npbert.ops.linear import linear_input_grad, linear_param_grads
 from npbert.settings import PROBABILITY
 
@@ -87,7 +86,7 @@ class Linear(Module):
                 self.add_param("bias", (out_features,), "zeros")
         else:
             self._own = {"weight": tied_to[0], "bias": tied_to[1]}
-        self._grad_names = {**self._own, **(grad_name or {})}     # "weight" / "bias" -> the name backward() reports
+        self._grad_name = dict(grad_name or {})      # "weight" / "bias" -> the name backward() reports, if not the parameter's
         _init_standalone(self)
 
     @property
@@ -119,7 +118,7 @@ class Linear(Module):
         frozen (model.freeze), and the GEMM with it.  The one frozen-aware linear backward: every
         module's nn.Linear runs it (Module.linear_backward delegates here)."""
         x, weight, has_bias = cache
-        wanted = {k: self._grad_names[k] for k, full in self._own.items() if full not in self.state.frozen}
+        wanted = {k: self._grad_name.get(k, full) for k, full in self._own.items() if full not in self.state.frozen}
         grads = {}
         if "weight" in wanted or (has_bias and "bias" in wanted):
             g = linear_param_grads(dy, x, has_bias and "bias" in wanted, weight_grad="weight" in wanted)
@@ -223,11 +222,7 @@ class Dropout(Module):
     def forward(self, x):
         """In training: y = x * keep / (1 - p), keep ~ Bernoulli(1 - p) keyed by (the step's seed,
         this module's name, the row); in eval y = x.  ((same shape), cache)."""
-        rng = None
-        if self.training and self.p:
-            if self.state.step_seed is None:
-                self.state.new_step()
-            rng = DropoutKey(self.state.step_seed, self.prefix.rstrip("."), self.state.call.batch_offset)
+        rng = self.dropout_rng(site=self.prefix.rstrip(".")) if self.p else None   # its name: <owner's prefix>dropout
         return self.ops.dropout_forward(np.asarray(x), self.p, rng, self.training)
 
     def backward(self, dy, cache):

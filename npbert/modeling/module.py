@@ -247,16 +247,18 @@ class Module:
         """{"weight": dW, "bias": db} from a leaf op -> {"<prefix><name>.weight": dW, ...}."""
         return {f"{self.prefix}{name}.{k}": v for k, v in grads.items()}
 
-    def dropout_rng(self, first_row=None):
-        """What this module's nn.Dropout (`<prefix>dropout`, transformers' module path) draws its
-        masks from in a training forward: DropoutKey(the step's seed, that name, the global index
-        of the batch's first row: model.batch_offset unless given); None in eval."""
+    def dropout_rng(self, first_row=None, site=None):
+        """What the nn.Dropout named `site` (this module's `<prefix>dropout` unless given,
+        transformers' module path) draws its masks from in a training forward: DropoutKey(the
+        step's seed, that name, the global index of the batch's first row: model.batch_offset
+        unless given); None in eval.  The one place a model's dropout key is made (an nn.Dropout
+        called on its own asks here with its own name)."""
         if not self.state.training:
             return None
         if self.state.step_seed is None:
             self.state.new_step()
         first = self.state.call.batch_offset if first_row is None else first_row
-        return DropoutKey(self.state.step_seed, self.prefix + "dropout", first)
+        return DropoutKey(self.state.step_seed, self.prefix + "dropout" if site is None else site, first)
 
     @property
     def training(self):
