@@ -10,7 +10,7 @@ from .attention_picture import plot_attention as draw
 
 def have_matplotlib():
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  (optional: the plot extra)
     except ImportError:
         return False
     return True
@@ -45,7 +45,7 @@ def plot_training_curves(log_history, path, title=None, panels=None, labels=None
     labels: {log key: legend text} (default: the key; "loss" is TRAIN_LOSS_LABEL)."""
     if not have_matplotlib():
         return None
-    import matplotlib
+    import matplotlib                # optional (the plot extra): loaded when a picture is drawn
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
