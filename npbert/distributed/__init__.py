@@ -13,6 +13,12 @@ global batch, computing what one process computes with the global batch (docs/da
         allreduce_gradients(grads, model, world)        # bucketed, in place, SUM
         clip_grad_norm_(grads, 1.0); optimizer.step(grads)          # identical on every rank
 
+That loop normalises by one mean over the whole optimizer step (transformers'
+num_items_in_batch).  The Trainer instead takes one process's mean of its micro-batches' means:
+it collates each micro-step whole, counts its items N_k over every rank with no collective, and
+passes K * N_k (K micro-steps) as the totals of that micro-step (docs/data_parallel.md, "Why the
+sum of the ranks' gradients is the gradient of the global mean").
+
 Submodules: launch (detection, init), world (the collectives, errors, agreement checks),
 gradients (broadcast, the bucketed all-reduce), batches (who computes which rows), loss (the
 global-mean normalisation), threads (threads per rank).  Only `init()` under a launcher imports mpi4py
