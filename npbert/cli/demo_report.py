@@ -206,7 +206,7 @@ def pictures(out, log_history, b, before, model, tokenizer, prompts, mlm_probabi
 def attention_picture(model, tokenizer, text, path):
     """A layers x heads grid of the attention probabilities of `text`; None without matplotlib."""
     import npbert
-    from npbert.training.plots import plot_attention
+    from npbert.interpret.attention_picture import plot_attention
     enc = tokenizer(text, truncation=True, max_length=model.config.max_position_embeddings, return_tensors="np")
     with npbert.no_grad():
         out = model.bert(input_ids=enc["input_ids"], output_attentions=True)
