@@ -19,7 +19,7 @@ from npbert import cli
 from npbert.cli import outputs
 from npbert.cli.common import UsageError
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)                     # weights_tools beside npbert/ (not an installed package)
 from weights_tools import convert  # noqa: E402
 
