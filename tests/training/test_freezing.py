@@ -11,7 +11,7 @@ import npbert.fast
 import npbert.ops
 from npbert import optim
 from npbert.ops import linear as linear_op
-from heads.headhelpers import analytically_zero, assert_grads_close, randomize, tiny_config
+from heads.head_helpers import analytically_zero, assert_grads_close, randomize, tiny_config
 
 pytestmark = pytest.mark.usefixtures("npbert_path")
 

@@ -8,7 +8,7 @@ import pytest
 import npbert
 from npbert import optim
 from npbert.training import DataCollatorWithPadding, Trainer, TrainingArguments
-from trainhelpers import classification_dataset, config, tokenizer
+from training_helpers import classification_dataset, config, tokenizer
 
 STEPS, WARMUP, LR, MAX_NORM = 3, 1, 1e-2, 1e-3
 
