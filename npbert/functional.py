@@ -35,6 +35,11 @@ torch.nn.functional's names for what tutorials compute on a model's outputs (no 
 
 Shapes and formulas: docs/ (one page per module); testing other implementations against these:
 docs/testing_your_bert.md.
+
+Which `functional` holds what: this module holds the ops, each with its hand-written backward
+(and softmax / log_softmax on plain arrays); npbert.nn.functional holds torch's losses on a
+model's outputs (cross_entropy, mse_loss, binary_cross_entropy_with_logits), whose result has a
+`backward()` that runs the model's.
 """
 import numpy as _np
 

@@ -19,6 +19,9 @@ npbert's, and to find which layer a bug is in.
 (`model.encoder.layer[i]`, `model.embeddings`) on its current parameters, in the model's dtype
 and mode: call `model.eval()` first to compare without dropout.  The caches are plain dicts:
 cache["probs"] holds layer i's attention probabilities (B, N, F, T) as used.
+
+Which `layers` holds what: this module runs one piece on its own; npbert/interpret/layers.py runs
+the whole model from a named layer's output, for attribution (captum's layer methods).
 """
 import numpy as np
 

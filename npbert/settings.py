@@ -8,7 +8,7 @@ class now lists its settable attributes in one table, `SETTINGS = {name: Setting
 an assignment against it at once (its __setattr__, or the property setter):
 
     BertEncoder     attention_tiles_from, gradient_checkpointing   npbert/modeling/encoder.py
-    Dropout         p                                              npbert/modeling/nn.py
+    Dropout         p                                              npbert/modeling/leaf_modules.py
     ModelState      need_inputs_embeds_grad                        npbert/modeling/module.py
     Parameter       requires_grad                                  npbert/modeling/parameter.py
     BertConfig      hidden_dropout_prob, attention_probs_dropout_prob, classifier_dropout,

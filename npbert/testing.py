@@ -38,6 +38,7 @@ except ImportError as e:                     # pragma: no cover - depends on the
 
 import numpy as np
 
+from npbert.config import BertConfig
 from npbert.layers import (embeddings_backward, embeddings_forward, get_extended_attention_mask,  # noqa: F401
                            layer_backward, layer_forward, layer_state_dict)
 
@@ -58,7 +59,6 @@ def bert_configs(draw, max_layers=2, max_heads=4, max_head_size=8, max_vocab=64,
     hidden_act is drawn from `activations`, by default all of ACTIVATIONS (exact and tanh GELUs,
     ReLU, SiLU, ...): an implementation that has only exact GELU passes activations=("gelu",).
     layer_norm_eps is 1e-12 (BERT's) or 1e-5 (torch's default), pad_token_id 0."""
-    from npbert.config import BertConfig
     heads = draw(st.integers(1, max_heads))
     head_size = draw(st.integers(1, max_head_size))
     p = draw(st.sampled_from([0.0, 0.1, 0.5])) if dropout else 0.0

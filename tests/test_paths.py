@@ -109,7 +109,7 @@ def test_no_module_class_is_rewritten_in_npbert():
 def test_the_reference_self_attention_computes_through_its_leaves_and_the_attention_op(monkeypatch):
     """Stepping through BertSelfAttention.forward on the reference path enters Linear.forward for the
     query, key and value and npbert.ops' attention op (spies on both; the backward likewise)."""
-    from npbert.modeling.nn import Linear
+    from npbert.modeling.leaf_modules import Linear
     calls = []
     for name in ("forward", "backward"):
         original = getattr(Linear, name)

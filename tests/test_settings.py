@@ -18,7 +18,7 @@ from npbert import optim
 from npbert.config import BertConfig
 from npbert.modeling.encoder import BertEncoder
 from npbert.modeling.module import ModelState
-from npbert.modeling.nn import Dropout
+from npbert.modeling.leaf_modules import Dropout
 from npbert.modeling.parameter import Parameter
 from npbert.optim.optimizer import Optimizer
 

@@ -1,8 +1,9 @@
 """The `npbert` command line: one module per command.
 
 Each module in COMMANDS has `add_parser(subparsers)`, which registers its subcommand and sets
-`run=<function(args) -> exit status>` as the parser's default.  A command module keeps its
-heavy imports inside its functions, so that `npbert --help` stays fast.
+`run=<function(args) -> exit status>` as the parser's default.  Its imports are at its top, as
+every module's (`npbert --help` already loads npbert itself, nearly all of what they need);
+only optional dependencies (matplotlib) are imported where a picture is drawn.
 
 Every help page shows each flag's default (HelpFormatter).  An error is one line on stderr,
 
@@ -22,6 +23,7 @@ import importlib
 import os
 import sys
 
+from npbert import __version__
 from npbert.cli import mpi
 from npbert.cli.common import CliError, HelpFormatter, OneLineErrorParser, one_line
 
@@ -69,7 +71,6 @@ def main(argv=None):
         mpi.grace(e.code)
         raise
     if args.version:
-        from npbert import __version__
         print(f"npbert {__version__}")
         return 0
     if args.command is None:

@@ -1,10 +1,14 @@
 """`npbert attention`: the attention maps of a sentence as a picture (layers x heads, or one head),
 with a colour bar, labels that do not overlap, and a CJK font when the text needs one
-(npbert/training/attention_picture.py)."""
+(npbert/interpret/attention_picture.py)."""
 import sys
 import warnings
 
+import npbert
 from npbert.cli.common import CliError, UsageError, load_checkpoint, load_tokenizer, non_negative_int, one_line
+from npbert.cli.outputs import refuse_overwriting_inputs
+from npbert.interpret.attention_picture import plot_attention
+from npbert.training.plots import have_matplotlib
 
 
 def add_parser(commands):
@@ -22,9 +26,6 @@ def add_parser(commands):
 
 
 def run(args):
-    import npbert
-    from npbert.cli.outputs import refuse_overwriting_inputs
-    from npbert.training.plots import have_matplotlib, plot_attention
     refuse_overwriting_inputs([("--output", args.output)], [("--model", args.model)])
     if not have_matplotlib():
         raise CliError("drawing needs matplotlib: pip install matplotlib (or pip install npbert[plot])")

@@ -15,7 +15,14 @@ network) or a PNG (needs matplotlib).  Every method is npbert.interpret's (docs/
 import os
 import sys
 
-from npbert.cli.common import CliError, UsageError, positive_int
+import numpy as np
+
+import npbert
+import npbert.interpret as ni
+from npbert.cli.common import (CliError, UsageError, load_checkpoint, load_tokenizer, positive_int, read_model_config,
+                               resolve_max_seq_length)
+from npbert.cli.outputs import refuse_overwriting_inputs
+from npbert.training.progress import format_duration
 
 METHODS = ("ig", "saliency", "input_x_gradient", "conductance", "rollout", "flow", "grad_rollout")
 
@@ -49,7 +56,6 @@ def add_parser(commands):
 
 def progress_printer(what):
     """progress(done, total, seconds, text) -> one line on stderr: count, rate, ETA."""
-    from npbert.training.progress import format_duration
 
     def report(done, total, seconds, text):
         rate = done / seconds if seconds > 0 else 0.0
@@ -61,10 +67,6 @@ def progress_printer(what):
 def load_model(args):
     """(model, tokenizer) from --model, the class named by config.json's architectures; the
     loading notes printed (cli.common.load_checkpoint); --max_seq_length checked against the model."""
-    import numpy as np
-
-    import npbert
-    from npbert.cli.common import load_checkpoint, load_tokenizer, read_model_config, resolve_max_seq_length
     config = read_model_config(args.model, "--model")
     name = (getattr(config, "architectures", None) or ["BertModel"])[0]
     cls = getattr(npbert, name, None)
@@ -81,9 +83,6 @@ def load_model(args):
 def parse_target(model, tokenizer, text, enc):
     """--target text -> (npbert.interpret target, a description for people).  Which forms the model
     takes is its own declaration, model.attribution_targets (npbert/modeling/loss_terms.py)."""
-    import numpy as np
-
-    import npbert
     ids = enc["input_ids"][0]
     T = len(ids)
     forms = model.attribution_targets or {}
@@ -176,8 +175,6 @@ def _position(value, T):
 
 
 def run(args):
-    import npbert.interpret as ni
-    from npbert.cli.outputs import refuse_overwriting_inputs
     refuse_overwriting_inputs([("--output", args.output)], [("--model", args.model)])
     ext = os.path.splitext(args.output)[1].lower()
     if ext not in (".png", ".html"):

@@ -2,6 +2,8 @@
 import os
 
 from npbert.cli.common import CliError, UsageError, positive_int
+from npbert.cli.outputs import refuse_overwriting_inputs
+from npbert.data.vocab import build_vocab
 
 
 def add_parser(commands):
@@ -20,8 +22,6 @@ def add_parser(commands):
 
 
 def run(args):
-    from npbert.cli.outputs import refuse_overwriting_inputs
-    from npbert.data.vocab import build_vocab
     for path in args.input_file:
         if not os.path.isfile(path):
             raise UsageError(f"--input_file {path}: no such file")

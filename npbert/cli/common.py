@@ -4,8 +4,27 @@ that show defaults, argparse value types, the training flags, the frame of a tra
 head, a length the model cannot take)."""
 import argparse
 import contextlib
+import dataclasses
+import json
+import os
 import shlex
 import sys
+import textwrap
+import warnings
+
+import numpy as np
+
+import npbert
+from npbert import io
+from npbert.config import BertConfig
+from npbert.distributed import DistributedError
+from npbert.io import find_weights_file
+from npbert.io.errors import CheckpointError, RunError
+from npbert.task_names import TASKS, canonical_task, describe_tasks, task_names
+from npbert.training import TrainingArguments
+from npbert.training.checkpoint import describe_last_checkpoint
+from npbert.training.runs import RunLock, prepare_output_dir
+from npbert.training.signals import TrainingInterrupted
 
 
 class CliError(Exception):
@@ -42,7 +61,6 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     words only (a task name such as question-answering stays whole)."""
 
     def _split_lines(self, text, width):
-        import textwrap
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
     def _get_help_string(self, action):
@@ -98,7 +116,6 @@ def add_task_argument(parser, command, tasks, required=False, help=""):
     """`--task` with the names of npbert/task_names.py: each of `tasks` (canonical names) or one of
     its aliases, stored as the canonical name.  Any other name is a one-line usage error listing
     the names this command takes, and which command runs the task when another one does."""
-    from npbert.task_names import TASKS, canonical_task, describe_tasks, task_names
 
     def task(text):
         name = canonical_task(text)
@@ -169,10 +186,6 @@ def add_training_arguments(parser, help_overrides=None, **defaults):
     """Every TrainingArguments field as `--name value` (transformers' HfArgumentParser style),
     with `defaults` replacing the dataclass defaults; output_dir is left to the command.
     `help_overrides`: {field: help text} where a command says more (e.g. per-task defaults)."""
-    import dataclasses
-    import json
-
-    from npbert.training import TrainingArguments
     group = parser.add_argument_group("training arguments (npbert.training.TrainingArguments)")
     for f in dataclasses.fields(TrainingArguments):
         if f.name == "output_dir":
@@ -190,9 +203,6 @@ def add_training_arguments(parser, help_overrides=None, **defaults):
 
 def training_arguments(args, output_dir, **overrides):
     """TrainingArguments from the parsed `--name value` flags; bad values are a CliError."""
-    import dataclasses
-
-    from npbert.training import TrainingArguments
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainingArguments)
               if f.name != "output_dir" and hasattr(args, f.name)}
     for name in ("logging_steps", "eval_steps", "save_steps"):
@@ -233,10 +243,6 @@ def training_run(command, output_dir, overwrite_output_dir=False, resume_from_ch
     whole command, checks the directory (another run's files, leftovers), and turns what a run
     can raise (RunError, CheckpointError, a full disk, TrainingInterrupted, a NaN loss,
     Ctrl-C outside the training loop) into a one-line CliError.  Yields the resume command."""
-    from npbert.distributed import DistributedError
-    from npbert.io.errors import CheckpointError, RunError
-    from npbert.training.runs import RunLock, prepare_output_dir
-    from npbert.training.signals import TrainingInterrupted
     try:
         with RunLock(output_dir, command=" ".join(["npbert"] + sys.argv[1:])):
             prepare_output_dir(output_dir, overwrite_output_dir, resume_from_checkpoint)
@@ -244,7 +250,6 @@ def training_run(command, output_dir, overwrite_output_dir=False, resume_from_ch
     except TrainingInterrupted as e:
         raise CliError(str(e), status=e.exit_status) from None
     except KeyboardInterrupt:
-        from npbert.training.checkpoint import describe_last_checkpoint
         raise CliError(f"interrupted (Ctrl-C) outside the training loop; {describe_last_checkpoint(output_dir)}",
                        status=130) from None
     except (RunError, CheckpointError, FloatingPointError, DistributedError) as e:   # (every rank, under mpiexec)
@@ -263,9 +268,6 @@ def check_checkpoint_dir(path, flag="--model", weights=True, vocabulary=False):
     """A UsageError when `path` is not a checkpoint directory: missing, a file, or without a
     config (or weights file, or vocabulary, when asked): the flag names the wrong thing.  A
     checkpoint whose files are there but wrong is the loaders' to report (a failure, status 1)."""
-    import os
-
-    from npbert.io import CheckpointError, find_weights_file
     if not os.path.isdir(path):
         why = "no such directory" if not os.path.exists(path) else "not a directory"
         raise UsageError(f"{flag} {path}: {why} ({CHECKPOINT_HOLDS})")
@@ -284,7 +286,6 @@ def check_checkpoint_dir(path, flag="--model", weights=True, vocabulary=False):
 def read_model_config(path, flag="--model"):
     """The BertConfig of a checkpoint directory; a UsageError naming the flag when there is none,
     a CliError when it cannot be read."""
-    from npbert.config import BertConfig
     check_checkpoint_dir(path, flag, weights=False)
     try:
         return BertConfig.from_pretrained(path)
@@ -314,9 +315,6 @@ def load_checkpoint(model_class, path, flag="--model", dtype=None, require_train
     printed as notes, its errors a CliError naming the flag.  `require_trained`: a key prefix
     (e.g. "cls.predictions.") that must come from the checkpoint, not be initialized fresh:
     `what` then says what the command cannot do with a random one."""
-    import warnings
-
-    import numpy as np
     check_checkpoint_dir(path, flag)
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -338,7 +336,6 @@ def load_checkpoint(model_class, path, flag="--model", dtype=None, require_train
 def missing_keys(model, path):
     """The parameters of `model` that the checkpoint at `path` does not hold (so were initialised
     fresh when it was loaded), by npbert.io's name matching."""
-    from npbert import io
     weights_file = io.find_weights_file(path)
     expected = {name: tuple(p.shape) for name, p in model.named_parameters()}      # a tied weight once
     result = io.match_state_dict(io.read_state_dict(weights_file), expected,
@@ -349,10 +346,6 @@ def missing_keys(model, path):
 def load_tokenizer(path, flag="--model", **kwargs):
     """BertTokenizer.from_pretrained(path), its errors a CliError naming the flag; its size checked
     against the vocab_size of path's config.json when there is one (check_vocabulary)."""
-    import os
-
-    import npbert
-    from npbert.config import BertConfig
     if not os.path.exists(path):
         raise UsageError(f"{flag} {path}: no such directory ({CHECKPOINT_HOLDS})")
     if os.path.isdir(path) and not any(os.path.isfile(os.path.join(path, n)) for n in ("vocab.txt", "tokenizer.json")):

@@ -5,7 +5,10 @@ import os
 import random
 import sys
 
+import npbert
 from npbert.cli.common import CliError, UsageError, non_negative_int, positive_int
+from npbert.cli.outputs import refuse_overwriting_inputs
+from npbert.data import create_training_instances, instances_to_features, write_features
 
 
 def _bool(s):
@@ -58,7 +61,6 @@ def expand_inputs(pattern):
 
 def make_features(files, tokenizer, args, rng_seed=None):
     """(features dict, number of instances) for the input files, Google's algorithm."""
-    from npbert.data import create_training_instances, instances_to_features
     try:
         instances = create_training_instances(files, tokenizer, args.max_seq_length, args.dupe_factor,
                                               args.short_seq_prob, args.masked_lm_prob, args.max_predictions_per_seq,
@@ -70,9 +72,6 @@ def make_features(files, tokenizer, args, rng_seed=None):
 
 
 def run(args):
-    import npbert
-    from npbert.cli.outputs import refuse_overwriting_inputs
-    from npbert.data import write_features
     if not os.path.isfile(args.vocab_file):
         raise UsageError(f"--vocab_file {args.vocab_file}: no such file")
     if not 0.0 <= args.masked_lm_prob <= 1.0 or not 0.0 <= args.short_seq_prob <= 1.0:

@@ -17,9 +17,17 @@ the evidence that it learned, the way the field reports it.
     output directory.  Data: demo_data.py; what is printed and written: demo_report.py.
 """
 import os
+import shutil
 import time
 
+import npbert
+from npbert.cli import demo_report as report
 from npbert.cli.common import CliError, UsageError, non_negative_int, positive_int
+from npbert.cli.demo_data import N_PROMPTS, demo_data
+from npbert.cli.demo_thesis import fine_tune_both
+from npbert.data.pretraining_eval import config_for_size, evaluate_pretraining
+from npbert.data.prompts import RULE
+from npbert.training import Trainer, TrainingArguments, default_data_collator
 
 
 def add_parser(commands):
@@ -89,8 +97,6 @@ def steps_within(config, train, batch_size, seconds, minimum=30, collator=None):
     a scratch model of the same config (the real one's dropout stream is left alone), the
     median taken, plus 15 % for the optimizer, the batching and the evaluations.  The load of a
     shared machine changes: the demo also stops training at 1.1 x the budget (_Timed)."""
-    import npbert
-    from npbert.training import default_data_collator
     scratch = npbert.BertForPreTraining(config, seed=1)          # in training mode, as the steps to come
     scratch.config.gather_masked_lm = True                         # as the demo's model
     batch = (collator or default_data_collator)([train[i] for i in range(min(batch_size, len(train)))])
@@ -113,7 +119,6 @@ def run(args):
 
 def _prepare_output_dir(out):
     """The output directory, emptied of a previous demo's results (only the files the demo writes)."""
-    import shutil
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--output_dir {out}: a file of that name exists")
     os.makedirs(out, exist_ok=True)
@@ -127,12 +132,6 @@ def _prepare_output_dir(out):
 
 def demo(args):
     """Run the demo; returns the results dict that it writes to results.json."""
-    import npbert
-    from npbert.cli import demo_report as report
-    from npbert.cli.demo_data import N_PROMPTS, demo_data
-    from npbert.data.pretraining_eval import config_for_size, evaluate_pretraining
-    from npbert.data.prompts import RULE
-    from npbert.training import Trainer, TrainingArguments
 
     t_start = time.perf_counter()
     out = args.output_dir
@@ -202,7 +201,6 @@ def demo(args):
     fill = report.fill_mask_table(say, data.prompts, prompts_before, prompts_after, rule)
     fine_tuning = None
     if args.finetune_steps:
-        from npbert.cli.demo_thesis import fine_tune_both
         fine_tuning = fine_tune_both(model_dir, tokenizer, data.train_lines, data.held_lines, args, out, say)
     pictures = report.pictures(out, trainer.state.log_history, baselines, before, model, tokenizer, data.prompts,
                                args.mlm_probability)

@@ -8,7 +8,14 @@ import time
 
 import numpy as np
 
+from npbert import BertTokenizer
 from npbert.cli.common import CliError, UsageError
+from npbert.cli.pretrain import DynamicMasking
+from npbert.data import (PretrainingDataset, build_vocab, create_training_instances, instances_to_features, shakespeare,
+                         write_features)
+from npbert.data.pretraining_eval import held_out_tokens, unmasked_tokens
+from npbert.data.prompts import choose_fill_mask_prompts
+from npbert.training import DataCollatorForLanguageModeling, default_data_collator
 
 HELD_OUT_FRACTION = 0.05          # the last 5 % of the speeches: text the model never trains on
 SPEECHES_PER_DOCUMENT = 8         # a stretch of one scene: real continuations for next-sentence pairs
@@ -24,12 +31,10 @@ class MaskingCollator:
     evaluation scores the same predictions.  (The Trainer has one collator for both.)"""
 
     def __init__(self, tokenizer, mlm_probability, seed):
-        from npbert.training import DataCollatorForLanguageModeling
         self.masking = DataCollatorForLanguageModeling(tokenizer, mlm_probability=mlm_probability, seed=seed)
         self.rng = self.masking.rng                  # the Trainer checkpoints a collator's generator
 
     def __call__(self, examples):
-        from npbert.training import default_data_collator
         return default_data_collator(examples) if "labels" in examples[0] else self.masking(examples)
 
 
@@ -48,13 +53,6 @@ class DemoData:
 
 
 def demo_data(args, out, say):
-    from npbert import BertTokenizer
-    from npbert.cli.pretrain import DynamicMasking
-    from npbert.data import (PretrainingDataset, build_vocab, create_training_instances, instances_to_features,
-                             shakespeare, write_features)
-    from npbert.data.pretraining_eval import held_out_tokens, unmasked_tokens
-    from npbert.data.prompts import choose_fill_mask_prompts
-    from npbert.training import default_data_collator
 
     if not 0.0 < args.mlm_probability < 1.0:
         raise UsageError(f"--mlm_probability must be between 0 and 1, got {args.mlm_probability}")

@@ -7,6 +7,13 @@ import time
 
 import numpy as np
 
+import npbert
+from npbert.data.pretraining_eval import (evaluate_pretraining, mask_rank, most_frequent_token_baseline, nsp_majority,
+                                          unigram_entropy, unmasked_ids)
+from npbert.interpret.attention_picture import plot_attention
+from npbert.io._atomic import atomic_write
+from npbert.training.plots import have_matplotlib, plot_training_curves
+
 NSP_MARGIN = 0.05                 # "NSP learned": its held-out accuracy beats the majority class by 5 points
 NSP_LABELS = ("IsNext", "NotNext")
 
@@ -14,7 +21,6 @@ NSP_LABELS = ("IsNext", "NotNext")
 def baselines(data):
     """The floors on the held-out predicted tokens: always guessing the most frequent training
     token (top-1) or the 5 most frequent (top-5), the unigram entropy, the NSP majority class."""
-    from npbert.data.pretraining_eval import most_frequent_token_baseline, nsp_majority, unigram_entropy
     accuracy, top = most_frequent_token_baseline(data.train_tokens, data.held_tokens)
     counts = np.bincount(data.train_tokens)
     top5 = np.argsort(-counts, kind="stable")[:5]
@@ -47,7 +53,6 @@ def say_baselines(say, b, before, data):
 
 def rank_prompts(model, tokenizer, prompts):
     """[(rank of the right word, top 5 tokens)] for each prompt (prompt, answer, line)."""
-    from npbert.data.pretraining_eval import mask_rank
     return [mask_rank(model, tokenizer, prompt, answer) for prompt, answer, _ in prompts]
 
 
@@ -57,7 +62,6 @@ def nsp_shared_words(held_features, train_tokens, special_ids, n_common=100):
     tokens outside the n_common most frequent (and the special ones) that A and B share, on
     average for IsNext and for NotNext pairs, and the held-out accuracy of the best rule
     "IsNext when A and B share at least k of them"."""
-    from npbert.data.pretraining_eval import unmasked_ids
     ids = unmasked_ids(held_features)                                               # (N, T)
     common = set(np.argsort(-np.bincount(train_tokens), kind="stable")[:n_common].tolist()) | set(special_ids)
     shared = np.zeros(len(ids), dtype=np.int64)
@@ -140,7 +144,6 @@ def evaluate_during_training(trainer, held, mask_token_id):
     """Make the Trainer's evaluations the demo's own (evaluate_pretraining, as before and after
     training, so that every number is measured one way), each log entry with "train_seconds": the
     training time before it, evaluations left out (so that a curve can be drawn against time)."""
-    from npbert.data.pretraining_eval import evaluate_pretraining
     trainer.t0 = time.perf_counter()
     trainer.eval_seconds = 0.0
 
@@ -172,7 +175,6 @@ def curve(log_history):
 
 def pictures(out, log_history, b, before, model, tokenizer, prompts, mlm_probability):
     """training_curves.png (with the baselines as lines) and attention.png; {} without matplotlib."""
-    from npbert.training.plots import have_matplotlib, plot_training_curves
     if not have_matplotlib():
         return {}
     panels = [
@@ -205,8 +207,6 @@ def pictures(out, log_history, b, before, model, tokenizer, prompts, mlm_probabi
 
 def attention_picture(model, tokenizer, text, path):
     """A layers x heads grid of the attention probabilities of `text`; None without matplotlib."""
-    import npbert
-    from npbert.training.plots import plot_attention
     enc = tokenizer(text, truncation=True, max_length=model.config.max_position_embeddings, return_tensors="np")
     with npbert.no_grad():
         out = model.bert(input_ids=enc["input_ids"], output_attentions=True)
@@ -215,7 +215,6 @@ def attention_picture(model, tokenizer, text, path):
 
 
 def write_results(out, results):
-    from npbert.io._atomic import atomic_write
     path = os.path.join(out, "results.json")
     with atomic_write(path, "w") as f:
         json.dump(results, f, indent=2, ensure_ascii=False)

@@ -15,6 +15,9 @@ import warnings
 
 import numpy as np
 
+import npbert
+from npbert.training import DataCollatorWithPadding, Trainer, TrainingArguments
+
 LABELS = ("swapped", "original")
 TRAIN_LINES = 3000
 
@@ -51,8 +54,6 @@ def _accuracy(eval_pred):
 
 def fine_tune_both(pretrained_dir, tokenizer, train_lines, held_lines, args, out, say):
     """results.json's "fine_tuning": the held-out accuracy of both models after the same steps."""
-    import npbert
-    from npbert.training import DataCollatorWithPadding, Trainer, TrainingArguments
     rng = random.Random(args.seed)
     T = args.max_seq_length
     train = _encode(word_order_examples(rng.sample(train_lines, min(TRAIN_LINES, len(train_lines))), tokenizer, T, rng),

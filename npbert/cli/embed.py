@@ -6,7 +6,11 @@ import json
 import os
 import sys
 
+import numpy as np
+
+import npbert
 from npbert.cli.common import CliError, UsageError, load_checkpoint, load_tokenizer
+from npbert.modeling.sentence import encode
 
 POOLINGS = ("mean", "cls")
 
@@ -48,10 +52,6 @@ def sentence_transformers_pooling(path):
 
 def embed(model, tokenizer, texts, pooling, normalize):
     """(len(texts), H): mean-pooled (npbert.modeling.sentence.encode) or [CLS] vectors."""
-    import numpy as np
-
-    import npbert
-    from npbert.modeling.sentence import encode
     if pooling == "mean":
         return encode(model, tokenizer, texts, normalize=normalize)
     enc = tokenizer(list(texts), padding=True, truncation=True, max_length=model.config.max_position_embeddings,
@@ -66,9 +66,6 @@ def embed(model, tokenizer, texts, pooling, normalize):
 
 
 def run(args):
-    import numpy as np
-
-    import npbert
     model = load_checkpoint(npbert.BertModel, args.model)
     tokenizer = load_tokenizer(args.model)
     found, source = sentence_transformers_pooling(args.model)

@@ -5,6 +5,7 @@ random, and so would its answers."""
 import json
 import sys
 
+import npbert
 from npbert.cli.common import CliError, load_checkpoint, load_tokenizer, positive_int
 
 MLM_HEAD = "cls.predictions."
@@ -27,14 +28,12 @@ def add_parser(commands):
 def load_mlm(path, flag="--model"):
     """(BertForMaskedLM, tokenizer) of a checkpoint that has a trained masked-LM head; the
     loading notes (e.g. the unused NSP head of a pre-training checkpoint) go to stderr."""
-    import npbert
     model = load_checkpoint(npbert.BertForMaskedLM, path, flag, require_trained=MLM_HEAD,
                             what="masked-LM head (cls.predictions.*)")
     return model, load_tokenizer(path, flag)
 
 
 def run(args):
-    import npbert
     model, tokenizer = load_mlm(args.model)
     fill = npbert.pipeline("fill-mask", model=model, tokenizer=tokenizer)
     out = []

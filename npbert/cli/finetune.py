@@ -31,14 +31,20 @@ test example: its id, the label, its score and the top scores; spans for NER), a
 predictions.conll (NER) or predictions.json + nbest_predictions.json (QA).  Per-task defaults
 (learning rate, epochs, batch size, max_seq_length) are listed below and in docs/finetuning.md.
 """
+import argparse
 import importlib
 import json
 import os
 import sys
 
+import numpy as np
+
 from npbert.cli.common import (CliError, UsageError, add_task_argument, add_training_arguments, load_checkpoint,
                                load_tokenizer, positive_int, read_model_config, resolve_max_seq_length,
-                               training_arguments)
+                               training_arguments, training_run)
+from npbert.cli.outputs import TRAINING_RUN_ENTRIES, refuse_overwriting_inputs
+from npbert.io._atomic import atomic_write
+from npbert.training import Trainer
 
 # The tasks finetune trains (their names and aliases: npbert/task_names.py, as every command) and
 # the module of each under npbert/tasks/.
@@ -174,7 +180,6 @@ def load_task_data(args, tokenizer, config, do_train, do_eval, do_predict):
 
 
 def argparse_copy(args, **changes):
-    import argparse
     values = dict(vars(args))
     values.update(changes)
     return argparse.Namespace(**values)
@@ -201,7 +206,6 @@ def train(args, trainer, task):
 
 def evaluate(args, trainer, task, trained):
     """eval_results.json; the evaluation that ended training is reused, not run and printed again."""
-    from npbert.io._atomic import atomic_write
     state = trainer.state
     step = state.best_global_step if (args.load_best_model_at_end and getattr(state, "best_global_step", None)) \
         else state.global_step
@@ -242,8 +246,6 @@ def predict(args, trainer, task):
 def run(args):
     """The run lock, the output directory's check, resume / signal / disk-full messages
     (cli.common.training_run) around _run."""
-    from npbert.cli.common import training_run
-    from npbert.cli.outputs import TRAINING_RUN_ENTRIES, refuse_overwriting_inputs
     do = actions(args)
     refuse_overwriting_inputs([("--output_dir", args.output_dir, TRAINING_RUN_ENTRIES)],
                               [("--model_name_or_path", args.model_name_or_path), ("--train_file", args.train_file),
@@ -255,9 +257,6 @@ def run(args):
 
 
 def _run(args, do_train, do_eval, do_predict):
-    import numpy as np
-
-    from npbert.training import Trainer
     config = read_model_config(args.model_name_or_path, "--model_name_or_path")
     apply_task_defaults(args, config)
     tokenizer = load_tokenizer(args.model_name_or_path, "--model_name_or_path")

@@ -12,7 +12,15 @@ import json
 import os
 import sys
 
+import numpy as np
+
+import npbert.interpret as ni
+from npbert.cli.attribute import load_model, progress_printer
 from npbert.cli.common import CliError, UsageError, non_negative_int, positive_int
+from npbert.cli.outputs import refuse_overwriting_inputs
+from npbert.io._atomic import atomic_write
+from npbert.tasks.readers import find_columns, read_table
+from npbert.training import DataCollatorWithPadding
 
 # What the command writes into --output_dir (cli/outputs.py refuses an input among them).
 WRITES = ("head_importance.json", "head_importance.png", "pruning_curve.png")
@@ -45,10 +53,6 @@ def add_parser(commands):
 
 def load_batches(args, model, tokenizer):
     """The validation file as padded batches with labels (ids from config.label2id, or indices)."""
-    import numpy as np
-
-    from npbert.tasks.readers import find_columns, read_table
-    from npbert.training import DataCollatorWithPadding
     if not os.path.isfile(args.validation_file):
         raise UsageError(f"--validation_file {args.validation_file}: no such file")
     try:
@@ -83,12 +87,6 @@ def load_batches(args, model, tokenizer):
 
 
 def run(args):
-    import numpy as np
-
-    import npbert.interpret as ni
-    from npbert.cli.attribute import load_model, progress_printer
-    from npbert.cli.outputs import refuse_overwriting_inputs
-    from npbert.io._atomic import atomic_write
     refuse_overwriting_inputs([("--output_dir", args.output_dir, WRITES)],
                               [("--model", args.model), ("--validation_file", args.validation_file)])
     model, tokenizer = load_model(args)

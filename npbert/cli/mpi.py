@@ -17,6 +17,9 @@ import os
 import sys
 import time
 
+from npbert.cli.common import UsageError
+from npbert.distributed import DistributedError, detect_launcher, fingerprint_file, init, launcher_world_size
+
 GRACE = 3.0               # seconds; see grace()
 TRAINING_COMMANDS = ("pretrain", "finetune")
 _RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -63,8 +66,6 @@ def start(command, args=None, argv=None):
     the same command line and read the same input files (size and SHA-256 of each --*_file, and of
     the model directory's config.json and vocab.txt): a copy that differs on one machine stops
     every rank with a message naming the file."""
-    from npbert.cli.common import UsageError
-    from npbert.distributed import detect_launcher, launcher_world_size
     launcher = detect_launcher()
     if launcher is None:
         return None
@@ -74,7 +75,6 @@ def start(command, args=None, argv=None):
             raise UsageError(f"npbert {command} runs in one process, and {launcher} started {n}: only "
                              f"`npbert pretrain` and `npbert finetune` run data-parallel; start it without mpiexec")
         return None
-    from npbert.distributed import DistributedError, fingerprint_file, init
     world = init()
     if world.world_size == 1:
         return None

@@ -24,9 +24,21 @@ import os
 import sys
 import time
 
-from npbert.cli.common import (CliError, UsageError, add_task_argument, load_checkpoint, load_tokenizer,
-                               positive_int, read_model_config, resolve_max_seq_length)
+import numpy as np
+
+import npbert
+from npbert.cli.common import (CliError, UsageError, add_task_argument, load_checkpoint, load_tokenizer, positive_int,
+                               read_model_config, resolve_max_seq_length)
+from npbert.cli.outputs import refuse_overwriting_inputs
+from npbert.io._atomic import atomic_write
+from npbert.pipelines.architectures import check_architectures
 from npbert.task_names import ARCHITECTURE_TASKS
+from npbert.tasks.files import read_text_file
+from npbert.tasks.multiple_choice import encode_multiple_choice, read_multiple_choice
+from npbert.tasks.readers import find_columns, read_conll, read_table
+from npbert.tasks.records import classification_record, example_id, softmax, token_record, write_records
+from npbert.tasks.squad import _load_squad_json
+from npbert.training.progress import format_duration
 
 # The tasks predict runs (their names and aliases: npbert/task_names.py, as every command).
 TASKS = ("text-classification", "token-classification", "question-answering", "multiple-choice", "fill-mask")
@@ -73,7 +85,6 @@ def input_format(path, given):
     if ext in (".csv", ".tsv", ".jsonl"):
         return "table"
     if ext == ".json":
-        from npbert.tasks.files import read_text_file
         head = read_text_file(path).lstrip()[:1]
         if head == "{":
             try:
@@ -88,22 +99,17 @@ def input_format(path, given):
 
 
 def read_lines(path):
-    from npbert.tasks.files import read_text_file
     return [(n, line.strip()) for n, line in enumerate(read_text_file(path).splitlines(), 1) if line.strip()]
 
 
 def read_examples(args, task, fmt):
     """[(id, example)] for the task: a text, a {"text", "text_pair"} pair, a list of words, a
     {"question", "context"} dict, or a multiple-choice example."""
-    from npbert.tasks.readers import find_columns, read_conll, read_table
-    from npbert.tasks.records import example_id
     path = args.input
     if task == "multiple-choice":
-        from npbert.tasks.multiple_choice import read_multiple_choice
         return [(e["id"], e) for e in read_multiple_choice(path, require_labels=False)]
     if task == "question-answering":
         if fmt == "squad":
-            from npbert.tasks.squad import _load_squad_json
             out = []
             for article in _load_squad_json(path):
                 for paragraph in article.get("paragraphs", []):
@@ -159,7 +165,6 @@ class Progress:
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
 
     def update(self, done):
-        from npbert.training.progress import format_duration
         now = time.perf_counter() - self.t0
         if now - self.last < (1.0 if self.tty else 30.0) and done < self.total:
             return
@@ -208,10 +213,6 @@ class Truncations:
 def record_maker(args, task, model, tokenizer, fmt, truncations=None):
     """A function (id, example) -> record for the task; `truncations` (a Truncations) counts
     the texts cut to --max_seq_length."""
-    import numpy as np
-
-    import npbert
-    from npbert.tasks.records import classification_record, token_record
     top_k = args.top_k
     if task == "text-classification":
         pipe = npbert.pipeline(task, model=model, tokenizer=tokenizer)
@@ -251,8 +252,6 @@ def record_maker(args, task, model, tokenizer, fmt, truncations=None):
                     "end": best["end"], "answers": found}
         return answer
     if task == "multiple-choice":
-        from npbert.tasks.multiple_choice import encode_multiple_choice
-        from npbert.tasks.records import softmax
 
         def choose(ex_id, example):
             enc = encode_multiple_choice(example, tokenizer, args.max_seq_length)
@@ -278,7 +277,6 @@ def record_maker(args, task, model, tokenizer, fmt, truncations=None):
 
 
 def _squad_v2(path):
-    from npbert.tasks.squad import _load_squad_json
     return any(qa.get("is_impossible") for a in _load_squad_json(path) for p in a.get("paragraphs", [])
                for qa in p.get("qas", []))
 
@@ -294,7 +292,6 @@ def choose_task(args, config):
 
 
 def load_for(task, path):
-    import npbert
     cls = {"text-classification": npbert.BertForSequenceClassification,
            "token-classification": npbert.BertForTokenClassification,
            "question-answering": npbert.BertForQuestionAnswering,
@@ -307,7 +304,6 @@ def load_for(task, path):
 def check_output(output, input_path, model):
     """Refuse, before anything runs, an --output that would replace the input or a file of the
     model (cli/outputs.py), or cannot be a file."""
-    from npbert.cli.outputs import refuse_overwriting_inputs
     if os.path.isdir(output):
         raise UsageError(f"--output {output}: is a directory; give the file to write (e.g. "
                          f"{os.path.join(output, 'predictions.jsonl')})")
@@ -320,7 +316,6 @@ def check_output(output, input_path, model):
 def check_task_fits(task, config, args):
     """The checkpoint's head must be the one the task reads (config.json's `architectures`);
     --ignore_architectures runs it anyway."""
-    from npbert.pipelines.architectures import check_architectures
     if args.ignore_architectures:
         return
     try:
@@ -331,8 +326,6 @@ def check_task_fits(task, config, args):
 
 
 def run(args):
-    from npbert.io._atomic import atomic_write
-    from npbert.tasks.records import write_records
     config = read_model_config(args.model)
     task = choose_task(args, config)
     default = 384 if task == "question-answering" else config.max_position_embeddings

@@ -13,8 +13,17 @@ and print the command that resumes (see docs/training.md, "Runs").
 import os
 import sys
 
-from npbert.cli.common import CliError, UsageError, add_training_arguments, non_negative_int, training_arguments
-from npbert.cli.create_pretraining_data import add_instance_arguments
+import numpy as np
+
+import npbert
+from npbert.cli.common import (CliError, UsageError, add_training_arguments, non_negative_int, training_arguments,
+                               training_run)
+from npbert.cli.create_pretraining_data import add_instance_arguments, make_features
+from npbert.cli.outputs import TRAINING_RUN_ENTRIES, refuse_overwriting_inputs
+from npbert.config import check_max_seq_length
+from npbert.data import PretrainingDataset
+from npbert.data.pretraining_eval import compute_pretraining_metrics, config_for_size, preprocess_logits_for_metrics
+from npbert.training import DataCollatorForLanguageModeling, Trainer, default_data_collator
 
 
 def add_parser(commands):
@@ -55,8 +64,6 @@ def _is_h5(path):
 
 def load_dataset(path, tokenizer, args, seed_offset=0):
     """A PretrainingDataset from a .h5 features file or a text corpus."""
-    from npbert.cli.create_pretraining_data import make_features
-    from npbert.data import PretrainingDataset
     if not os.path.isfile(path):
         raise UsageError(f"{path}: no such file")
     if _is_h5(path):
@@ -101,11 +108,6 @@ MAX_POSITIONS_OF_SIZES = 512
 def model_config(args, vocab_size, max_positions, where="--max_seq_length"):
     """The model's BertConfig, with the sequence length `max_positions` checked against it (and
     the activations of a training step against memory) before anything big is allocated."""
-    import numpy as np
-
-    import npbert
-    from npbert.config import check_max_seq_length
-    from npbert.data.pretraining_eval import config_for_size
     if args.config:
         try:
             config = npbert.BertConfig.from_json_file(args.config)
@@ -129,9 +131,6 @@ def model_config(args, vocab_size, max_positions, where="--max_seq_length"):
 
 
 def build_model(args, vocab_size, max_positions):
-    import numpy as np
-
-    import npbert
     config = model_config(args, vocab_size, max_positions)
     try:
         return npbert.BertForPreTraining(config, seed=args.model_seed, dtype=np.dtype(args.dtype).type)
@@ -141,8 +140,6 @@ def build_model(args, vocab_size, max_positions):
 
 
 def run(args):
-    from npbert.cli.common import training_run
-    from npbert.cli.outputs import TRAINING_RUN_ENTRIES, refuse_overwriting_inputs
     refuse_overwriting_inputs([("--output_dir", args.output_dir, TRAINING_RUN_ENTRIES)],
                               [("--train_file", args.train_file), ("--validation_file", args.validation_file),
                                ("--vocab_file", args.vocab_file), ("--config", args.config)])
@@ -152,9 +149,6 @@ def run(args):
 
 
 def _run(args, resume_command):
-    import npbert
-    from npbert.data.pretraining_eval import compute_pretraining_metrics, preprocess_logits_for_metrics
-    from npbert.training import DataCollatorForLanguageModeling, Trainer, default_data_collator
     tokenizer = None
     if args.vocab_file:
         if not os.path.isfile(args.vocab_file):

@@ -50,7 +50,7 @@ def instances_to_features(instances, tokenizer, max_seq_length, max_predictions_
 
 def write_features(path, features, vocab_size, max_seq_length, max_predictions_per_seq):
     """Write the feature arrays to `path` (.h5), atomically."""
-    import h5py
+    import h5py      # required, but heavy: loaded when an HDF5 file is opened, not by `import npbert`
 
     missing = [k for k in FEATURES if k not in features]
     if missing:
@@ -68,7 +68,7 @@ def write_features(path, features, vocab_size, max_seq_length, max_predictions_p
 def read_features(path):
     """(features dict, attrs dict) from a file written by write_features; every inconsistency is
     an error naming the file and the feature."""
-    import h5py
+    import h5py      # required, but heavy: loaded when an HDF5 file is opened, not by `import npbert`
     try:
         f = h5py.File(path, "r")
     except OSError as e:

@@ -1,10 +1,11 @@
-"""How a pre-trained model is sized and measured, what `npbert pretrain`, `npbert fill-mask` and
-`npbert demo` share: Google's model sizes, the pre-training metrics and baselines, and fill-mask
-as transformers' pipeline reports it."""
+"""How a pre-trained model is sized and measured, what `npbert pretrain` and `npbert demo` share:
+Google's model sizes, the pre-training metrics and baselines, and the rank of a [MASK]'s answer.
+(Filling a [MASK] as transformers reports it is the pipeline's: npbert.pipeline("fill-mask").)"""
 import numpy as np
 
 from npbert.config import BertConfig
-from npbert.ops.softmax import log_softmax, softmax_forward
+from npbert.modeling import no_grad
+from npbert.ops.softmax import log_softmax
 from npbert.training import default_data_collator
 
 # google-research/bert's small models (Turc et al. 2019): layers L, hidden H; heads H/64, intermediate 4H.
@@ -82,7 +83,6 @@ def evaluate_pretraining(model, dataset, batch_size=64, mask_token_id=None):
     With mask_token_id, also mlm_accuracy_at_mask: the accuracy over the predicted positions
     whose input is [MASK] (80 % of them), where the model must guess from the context alone; at
     the 10 % left unchanged it can copy its input, at the 10 % replaced it is misled."""
-    import npbert
     was = model.training
     model.eval()
     parts = []
@@ -90,7 +90,7 @@ def evaluate_pretraining(model, dataset, batch_size=64, mask_token_id=None):
         for start in range(0, len(dataset), batch_size):
             batch = default_data_collator([dataset[i] for i in range(start, min(start + batch_size, len(dataset)))])
             labels, nsp = batch.pop("labels"), batch.pop("next_sentence_label")
-            with npbert.no_grad():
+            with no_grad():
                 out = model(**batch)
             parts.append(preprocess_logits_for_metrics((out.prediction_logits, out.seq_relationship_logits), labels)
                          + (labels, nsp, batch["input_ids"] == mask_token_id))
@@ -152,41 +152,9 @@ def nsp_majority(dataset):
     return (not_next, 1) if not_next >= 0.5 else (1.0 - not_next, 0)
 
 
-def fill_mask(model, tokenizer, text, top_k=5):
-    """transformers' fill-mask pipeline: for the [MASK] in `text`, the top_k tokens as dicts
-    {"score", "token", "token_str", "sequence"}; a list of such lists when there are several masks."""
-    import npbert
-    if tokenizer.mask_token not in text:
-        raise ValueError(f"the text has no {tokenizer.mask_token} token to fill: {text!r}")
-    enc = tokenizer(text, return_tensors="np")
-    ids = enc["input_ids"]
-    max_len = model.config.max_position_embeddings
-    if ids.shape[1] > max_len:
-        raise ValueError(f"the text is {ids.shape[1]} tokens long; the model takes at most {max_len}")
-    with npbert.no_grad():
-        logits = model(**{k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")})
-    logits = logits.logits if "logits" in logits else logits.prediction_logits
-    positions = np.flatnonzero(ids[0] == tokenizer.mask_token_id)
-    results = []
-    for pos in positions:
-        row = logits[0, pos].astype(np.float64)
-        probs = softmax_forward(row)[0]
-        best = np.argsort(-probs, kind="stable")[:top_k]
-        entries = []
-        for t in best:
-            filled = ids[0].copy()
-            filled[pos] = t
-            entries.append({"score": float(probs[t]), "token": int(t),
-                            "token_str": tokenizer.decode([int(t)]),
-                            "sequence": tokenizer.decode(filled.tolist(), skip_special_tokens=True)})
-        results.append(entries)
-    return results[0] if len(results) == 1 else results
-
-
 def mask_rank(model, tokenizer, text, answer, top_k=5):
     """(rank, top): the rank of the token `answer` among the model's guesses for the one [MASK]
     of `text` (1: its top guess; ties counted in its favour) and the top_k guessed tokens."""
-    import npbert
     if answer not in tokenizer.vocab:
         raise ValueError(f"{answer!r} is not one vocabulary token")
     enc = tokenizer(text, return_tensors="np")
@@ -197,7 +165,7 @@ def mask_rank(model, tokenizer, text, answer, top_k=5):
     was = model.training
     model.eval()
     try:
-        with npbert.no_grad():
+        with no_grad():
             out = model(**{k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")})
     finally:
         model.train(was)

@@ -83,9 +83,9 @@ def shard_global_batch(batch, per_device_batch_size, world_size, rank):
     return shares
 
 
-def batch_rows(batch, start, stop):
+def rows_of_batch(batch, start, stop):
     """Rows [start, stop) of a collated batch (values without that first axis, or of another
-    length, are kept as they are)."""
+    length, are kept as they are).  The number of rows is npbert.losses.batch_rows(batch)."""
     n = None
     for key in ("input_ids", "inputs_embeds"):
         if batch.get(key) is not None:

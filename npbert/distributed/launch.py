@@ -6,6 +6,7 @@ mpi4py is imported only when a launcher is detected (or NPBERT_DISTRIBUTED=1 ask
 `import npbert.distributed` alone never imports it.
 """
 import os
+import socket
 import sys
 
 from .threads import configure_threads
@@ -148,7 +149,6 @@ def describe_world(world, per_device_train_batch_size, gradient_accumulation_ste
     A host is a hostname: ranks that report the same one share a machine.  The global batch is
     what one process would need as per_device_train_batch_size (with the same accumulation) to
     compute the same steps (docs/data_parallel.md)."""
-    import socket
     threads = world.threads or {}
     ranks = world.all_gather_object((threads.get("npbert"), threads.get("blas"), socket.gethostname(),
                                      threads.get("host_cores")))

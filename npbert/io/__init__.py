@@ -17,9 +17,13 @@ import os
 
 from npbert.io.atomic_dir import finish_interrupted_saves
 from npbert.io.errors import CheckpointError, RunError, SaveError
+from npbert.io.keras_h5 import read_keras_h5
 from npbert.io.manifest import verify_manifest, write_manifest
 from npbert.io.names import MatchResult, match_state_dict
+from npbert.io.npbert_h5 import is_npbert_h5, read_npbert_h5, read_npbert_h5_config, write_npbert_h5
 from npbert.io.safetensors import read_safetensors, write_safetensors
+from npbert.io.tf_checkpoint import read_tf_checkpoint
+from npbert.io.torch_pickle import read_torch_checkpoint
 
 __all__ = [
     "CheckpointError", "RunError", "SaveError", "MatchResult", "detect_format", "finish_interrupted_saves",
@@ -98,7 +102,6 @@ def _sniff_file(path):
     if head.startswith(_ZIP_SIGNATURE):
         return TORCH_ZIP
     if head.startswith(_HDF5_SIGNATURE) or _has_hdf5_userblock(path):
-        from npbert.io.npbert_h5 import is_npbert_h5
         return NPBERT_H5 if is_npbert_h5(path) else KERAS_H5
     if len(head) >= 9 and head[8:9] == b"{":
         return SAFETENSORS
@@ -154,16 +157,12 @@ def read_state_dict(path):
     if fmt in (SAFETENSORS_SHARDED, TORCH_SHARDED):
         return _read_sharded(file)
     if fmt in (TORCH_ZIP, TORCH_LEGACY):
-        from npbert.io.torch_pickle import read_torch_checkpoint
         return read_torch_checkpoint(file)
     if fmt == KERAS_H5:
-        from npbert.io.keras_h5 import read_keras_h5
         return read_keras_h5(file)
     if fmt == TF_CHECKPOINT:
-        from npbert.io.tf_checkpoint import read_tf_checkpoint
         return read_tf_checkpoint(file)
     if fmt == NPBERT_H5:
-        from npbert.io.npbert_h5 import read_npbert_h5
         return read_npbert_h5(file)
     raise CheckpointError(f"{file}: format {fmt} is not supported")  # pragma: no cover
 
@@ -194,14 +193,3 @@ def _read_sharded(index_file):
                               f"but not found in shard {weight_map[absent[0]]!r}")
     return tensors
 
-
-def write_npbert_h5(path, tensors, config_dict, progress=None):
-    """Write npbert's own ``.h5`` (see `npbert.io.npbert_h5`), atomically."""
-    from npbert.io.npbert_h5 import write_npbert_h5 as _write
-    return _write(path, tensors, config_dict, progress=progress)
-
-
-def read_npbert_h5_config(path):
-    """The config dict stored in an npbert ``.h5`` file."""
-    from npbert.io.npbert_h5 import read_npbert_h5_config as _read
-    return _read(path)

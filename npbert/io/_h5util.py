@@ -7,7 +7,7 @@ from npbert.io.errors import CheckpointError
 
 
 def open_h5(path):
-    import h5py
+    import h5py      # required, but heavy: loaded when an HDF5 file is opened, not by `import npbert`
     try:
         return h5py.File(path, "r")
     except (OSError, ValueError) as e:
@@ -18,7 +18,7 @@ def dataset_array(path, dataset, name):
     """A dataset's contents: a read-only memory map when the dataset is stored
     contiguously and uncompressed (how h5py and Keras write weights), else a
     copy read by h5py."""
-    import h5py
+    import h5py      # required, but heavy: loaded when an HDF5 file is opened, not by `import npbert`
     if not isinstance(dataset, h5py.Dataset):
         raise CheckpointError(f"{path}: {name!r} is a {type(dataset).__name__}, not a dataset")
     dtype = dataset.dtype

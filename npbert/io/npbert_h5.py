@@ -24,7 +24,7 @@ FORMAT_VERSION = 1
 
 def is_npbert_h5(path):
     try:
-        import h5py
+        import h5py      # required, but heavy: loaded when an HDF5 file is opened, not by `import npbert`
         with h5py.File(path, "r") as f:
             return "npbert_format" in f.attrs
     except H5_ERRORS:
@@ -36,7 +36,7 @@ def write_npbert_h5(path, tensors, config_dict, progress=None):
 
     ``progress``, if given, is called as ``progress(bytes_written, total)``.
     """
-    import h5py
+    import h5py      # required, but heavy: loaded when an HDF5 file is opened, not by `import npbert`
     config_json = json.dumps(config_dict if config_dict is not None else {}, sort_keys=True)
     arrays = {}
     for name, value in tensors.items():
@@ -70,7 +70,7 @@ def read_npbert_h5(path):
 
 
 def _read_npbert_h5(path):
-    import h5py
+    import h5py      # required, but heavy: loaded when an HDF5 file is opened, not by `import npbert`
     tensors = {}
     with open_h5(path) as f:
         if "npbert_format" not in f.attrs:

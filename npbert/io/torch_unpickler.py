@@ -11,6 +11,7 @@ the memory-mapped storages only after the pickle is fully read.
 """
 import collections
 import pickle
+import pickletools
 
 import numpy as np
 
@@ -211,7 +212,6 @@ _REFUSED_OPCODES = {"BYTEARRAY8", "NEXT_BUFFER", "READONLY_BUFFER"}
 def _check_opcodes(file, source):
     """Walk the pickle's opcodes without executing any (pickletools only
     decodes), refuse the out-of-band buffer ones, and rewind."""
-    import pickletools
     start = file.tell()
     try:
         for opcode, _, position in pickletools.genops(file):

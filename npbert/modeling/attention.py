@@ -16,7 +16,7 @@ default, keeps nothing.
 import numpy as np
 
 from .module import Module
-from .nn import Dropout, LayerNorm, Linear
+from .leaf_modules import Dropout, LayerNorm, Linear
 
 
 class BertSelfAttention(Module):

@@ -6,7 +6,7 @@
 import numpy as np
 
 from .module import Module
-from .nn import Dropout, Embedding, LayerNorm, as_int_array, check_range
+from .leaf_modules import Dropout, Embedding, LayerNorm, as_int_array, check_range
 
 
 class BertEmbeddings(Module):

@@ -7,7 +7,7 @@ BertOutput's in-place residual) are in npbert/modeling/fast.py.
 """
 from .attention import BertSelfOutput
 from .module import Module
-from .nn import Linear, activation
+from .leaf_modules import Linear, activation
 
 
 class BertIntermediate(Module):

@@ -28,14 +28,13 @@ Every module also has torch's nn.Module surface: `parameters()`, `named_paramete
 relative to the module), `children()`, `named_children()`, `modules()`, `named_modules()`,
 `zero_grad()`, `requires_grad_()`, `get_submodule()`, and `print(module)` in torch's layout.  The
 parameters are the model's Parameter objects (npbert/modeling/parameter.py); the leaves holding
-them (Linear, Embedding, LayerNorm, ...) are in npbert/modeling/nn.py.
+them (Linear, Embedding, LayerNorm, ...) are in npbert/modeling/leaf_modules.py.
 """
 import numpy as np
 
 import npbert.fast
 import npbert.ops
 from npbert.ops.dropout import DropoutKey
-from npbert.ops.linear import linear_input_grad, linear_param_grads
 from npbert.paths import get_path
 from npbert.settings import BOOL, checked
 
@@ -261,27 +260,27 @@ class Module:
         return (self.prefix + name) not in self.state.frozen
 
     def linear_backward(self, name, dy, cache):
-        """The backward of nn.Linear `name` (in the forward: y = x @ W.T + b):
-        (dx = dy @ W, prefixed {"weight": dW, "bias": db}); dW and db are skipped when frozen."""
-        x, weight, has_bias = cache
-        grads = {}
-        if self.trainable(name + ".weight") or (has_bias and self.trainable(name + ".bias")):
-            grads = self.prefixed(name, linear_param_grads(dy, x, has_bias))
-        return linear_input_grad(dy, weight, x.shape), grads
+        """The backward of the nn.Linear submodule `name` (in the forward: y = x @ W.T + b):
+        (dx = dy @ W, {"<prefix><name>.weight": dW, ...}), dW and db skipped when frozen.  It is
+        that Linear's own backward (npbert/modeling/leaf_modules.py), called by name."""
+        return self.get_submodule(name).backward(dy, cache)
 
     def prefixed(self, name, grads):
         """{"weight": dW, "bias": db} from a leaf op -> {"<prefix><name>.weight": dW, ...}."""
         return {f"{self.prefix}{name}.{k}": v for k, v in grads.items()}
 
-    def dropout_rng(self):
-        """What this module's nn.Dropout (`<prefix>dropout`, transformers' module path) draws its
-        masks from in a training forward: DropoutKey(the step's seed, that name, the global index
-        of the batch's first row: model.batch_offset); None in eval."""
+    def dropout_rng(self, site=None):
+        """What the nn.Dropout named `site` (this module's `<prefix>dropout` unless given,
+        transformers' module path) draws its masks from in a training forward: DropoutKey(the
+        step's seed, that name, the global index of the batch's first row: model.batch_offset);
+        None in eval.  The one place a model's dropout key is made (an nn.Dropout called on its
+        own asks here with its own name)."""
         if not self.state.training:
             return None
         if self.state.step_seed is None:
             self.state.new_step()
-        return DropoutKey(self.state.step_seed, self.prefix + "dropout", self.state.call.batch_offset)
+        return DropoutKey(self.state.step_seed, self.prefix + "dropout" if site is None else site,
+                          self.state.call.batch_offset)
 
     @property
     def training(self):

@@ -63,7 +63,7 @@ BaseModelOutputWithPoolingAndCrossAttentions = _output(
     "BaseModelOutputWithPoolingAndCrossAttentions",
     "last_hidden_state", "pooler_output", "hidden_states", "attentions")
 
-# ---- the heads' outputs (npbert/modeling/heads.py), fields as transformers' ---------------
+# ---- the heads' outputs (npbert/modeling/heads/), fields as transformers' ---------------
 BertForPreTrainingOutput = _output(
     "BertForPreTrainingOutput",
     "loss", "prediction_logits", "seq_relationship_logits", "hidden_states", "attentions")

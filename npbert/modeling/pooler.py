@@ -2,7 +2,7 @@
 import numpy as np
 
 from .module import Module
-from .nn import Linear, activation
+from .leaf_modules import Linear, activation
 
 
 class BertPooler(Module):

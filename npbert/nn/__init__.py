@@ -14,7 +14,7 @@ module has the pair `out, cache = m.forward(x)` / `dx, grads = m.backward(dout, 
 `m(x)` returns the forward's output alone, as torch.
 """
 from npbert.modeling.module import Module, ModuleList
-from npbert.modeling.nn import Dropout, Embedding, LayerNorm, Linear
+from npbert.modeling.leaf_modules import Dropout, Embedding, LayerNorm, Linear
 
 from . import functional
 

@@ -9,6 +9,11 @@ Each returns the loss as torch computes it and, when its input is an output of a
 slice or reshape of one), a loss whose `backward()` runs that call's backward with the loss's
 gradient with respect to that output (npbert/modeling/loss.py).  reduction="none" returns the
 per-element losses as a plain array (not differentiable: reduce with "mean" or "sum" instead).
+
+Which `functional` holds what: this module holds torch's losses on a model's outputs, whose
+`backward()` runs the model's; npbert.functional holds the ops (linear, layer_norm, softmax,
+attention, the activations, the op-level losses ...) as forward/backward pairs, and softmax /
+log_softmax on plain arrays.
 """
 import numpy as np
 

@@ -20,11 +20,12 @@ def linear_backward(dy, cache):
     return linear_input_grad(dy, weight, x.shape), grads
 
 
-def linear_param_grads(dy, x, has_bias=True):
-    """{"weight": dW (out, in), "bias": db (out,)}.   in the forward: y = x @ W.T + b"""
+def linear_param_grads(dy, x, has_bias=True, weight_grad=True):
+    """{"weight": dW (out, in), "bias": db (out,)}.   in the forward: y = x @ W.T + b
+    weight_grad=False leaves dW (and its GEMM) out: a frozen W beside a trainable b."""
     dy2 = dy.reshape(-1, dy.shape[-1])             # (M, out)
     x2 = x.reshape(-1, x.shape[-1])                # (M, in)
-    grads = {"weight": dy2.T @ x2}                 # (out, in)
+    grads = {"weight": dy2.T @ x2} if weight_grad else {}      # (out, in)
     if has_bias:
         grads["bias"] = dy2.sum(axis=0)            # (out,)
     return grads

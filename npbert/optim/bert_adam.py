@@ -189,6 +189,30 @@ class BertAdam(Optimizer):
         super().__init__(params, dict(lr=lr, schedule=schedule, b1=b1, b2=b2, e=e, weight_decay=weight_decay,
                                       max_grad_norm=max_grad_norm))
 
+    schedules_itself = True          # p <- p - lr * schedule(step / t_total) * update, in step()
+    clips_itself = True              # g <- g * min(1, max_grad_norm / (||g|| + 1e-6)) per parameter, in step()
+
+    # transformers' lr_scheduler_type -> the BertAdam schedule of the same shape
+    TRANSFORMERS_SCHEDULES = {"linear": "warmup_linear", "cosine": "warmup_cosine",
+                              "constant_with_warmup": "warmup_constant", "constant": "none"}
+
+    @classmethod
+    def for_training(cls, params, lr, betas, eps, max_grad_norm, num_warmup_steps, num_training_steps,
+                     lr_scheduler_type):
+        """BertAdam as the tutorials use it: its own schedule over the run (the one of the shape of
+        `lr_scheduler_type`, warmup = num_warmup_steps / num_training_steps) and its per-parameter
+        clipping to max_grad_norm."""
+        schedule = cls.TRANSFORMERS_SCHEDULES.get(lr_scheduler_type)
+        if num_training_steps is None:
+            raise ValueError("optim='bert_adam' schedules itself over the run: call "
+                             "create_optimizer_and_scheduler(num_training_steps)")
+        if schedule is None:
+            raise ValueError(f"optim='bert_adam' has the schedules {', '.join(cls.TRANSFORMERS_SCHEDULES)}, "
+                             f"not {lr_scheduler_type!r}")
+        warmup = num_warmup_steps / num_training_steps
+        return cls(params, lr=lr, warmup=min(warmup, 0.999), t_total=num_training_steps, schedule=schedule,
+                   b1=betas[0], b2=betas[1], e=eps, max_grad_norm=max_grad_norm)
+
     @property
     def schedule(self):
         """The first group's schedule (every group's, unless a group was given its own)."""

@@ -95,6 +95,21 @@ class Optimizer:
     nonfinite = "apply"
     SETTINGS = {"nonfinite": one_of(NONFINITE)}     # checked when set (npbert/settings.py)
 
+    # What a training loop asks an optimizer (npbert.training.Trainer asks every one the same):
+    # whether its step applies a learning-rate schedule of its own (the loop's scheduler must then
+    # leave "lr" alone) and whether it clips the gradients itself (the loop must not clip first).
+    schedules_itself = False
+    clips_itself = False
+
+    @classmethod
+    def for_training(cls, params, lr, betas, eps, max_grad_norm, num_warmup_steps, num_training_steps,
+                     lr_scheduler_type):
+        """The optimizer a training loop builds from transformers' arguments (TrainingArguments'
+        learning_rate, (adam_beta1, adam_beta2), adam_epsilon, max_grad_norm, the warmup and
+        total steps, lr_scheduler_type); the weight decay is in the groups `params`.  Here
+        cls(params, lr, betas, eps): the schedule and the clipping are the loop's."""
+        return cls(params, lr=lr, betas=betas, eps=eps)
+
     def __setattr__(self, name, value):
         if name in self.SETTINGS:
             value = checked(self, name, value)

@@ -14,6 +14,7 @@ those of every npbert command (npbert/task_names.py).  docs/inference.md.
 """
 import os
 
+from npbert.config import BertConfig
 from npbert.task_names import TASKS, canonical_task, describe_tasks
 from npbert.pipelines.architectures import check_model_for_task
 from npbert.pipelines.base import ARCHITECTURE_TASKS, TASK_ALIASES, Pipeline, task_of_config
@@ -46,7 +47,6 @@ def pipeline(task=None, model=None, tokenizer=None, **kwargs):
         if not isinstance(model, (str, os.PathLike)):
             task = task_of_config(model.config)
         else:
-            from npbert.config import BertConfig
             task = task_of_config(BertConfig.from_pretrained(os.fspath(model)))
         if task is None:
             raise ValueError(f"pipeline(task=None): the config of {model} names no architecture a pipeline "

@@ -18,7 +18,9 @@ A config with no `architectures`, or one naming BertModel (a body with no head) 
 npbert does not know, is not checked: loading it for a task initialises the head fresh, and
 the loader's "newly initialized" warning says so, as before.
 """
+import os
 
+from npbert.config import BertConfig, find_config_file
 from npbert.task_names import ARCHITECTURE_SERVES       # (the one table of tasks: npbert/task_names.py)
 
 ALWAYS = ("feature-extraction",)          # the encoder's hidden states: every checkpoint has them
@@ -45,11 +47,9 @@ def check_architectures(task, architectures, where, how="task={task!r}", overrid
 def check_model_for_task(task, model, ignore_architectures=False):
     """npbert.pipeline's check: `model` a checkpoint directory (its config.json is read) or an
     npbert model (its class and config.architectures)."""
-    import os
     if ignore_architectures:
         return
     if isinstance(model, (str, os.PathLike)):
-        from npbert.config import BertConfig, find_config_file
         try:
             find_config_file(os.fspath(model))
         except (OSError, ValueError):

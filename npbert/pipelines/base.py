@@ -18,10 +18,12 @@ import os
 
 import numpy as np
 
+from npbert.modeling import no_grad
 from npbert.ops.softmax import softmax_forward
 # The task names and aliases, and which task a checkpoint's `architectures` entry serves: one
 # table for every command and pipeline (npbert/task_names.py).
 from npbert.task_names import ARCHITECTURE_TASKS, TASK_ALIASES  # noqa: F401  (re-exported)
+from npbert.tokenization import BertTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +41,6 @@ def load_model_and_tokenizer(model_class, model, tokenizer, dtype=np.float32):
     """(model, tokenizer) from a checkpoint directory, or the objects given.  `model`: a
     directory or an npbert model; `tokenizer`: None (the model's directory), a directory or
     vocab.txt, or a BertTokenizer.  Warnings of from_pretrained reach the caller unchanged."""
-    from npbert.tokenization import BertTokenizer
     path = None
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
@@ -248,7 +249,6 @@ class Pipeline:
 
     def _forward(self, enc):
         """The model on encoded examples (B, T), in eval mode, keeping no activations."""
-        from npbert.modeling import no_grad
         inputs = {k: np.asarray(enc[k], dtype=np.int64) for k in ("input_ids", "token_type_ids", "attention_mask")
                   if k in enc}
         with no_grad():

@@ -30,7 +30,7 @@ import numpy as np
 from npbert.modeling import BertForTokenClassification
 from npbert.pipelines.base import Pipeline, softmax
 from npbert.tasks.records import tag_parts as get_tag
-from npbert.tasks.windows import overflow_windows
+from npbert.tasks.windows import max_context_window, overflow_windows
 
 AGGREGATIONS = ("none", "simple", "first", "average", "max")
 
@@ -115,7 +115,6 @@ class TokenClassificationPipeline(Pipeline):
         read in the window where that token has the most context (every word gets one: a
         sentence longer than a window is read in windows sharing `stride` tokens, default half a
         window).  What `npbert predict` writes for CoNLL input."""
-        from npbert.tasks.windows import max_context_window
         _, ids, offsets = self._tokens(words, True, " ")
         firsts, position, k = [], 0, 0
         for word in words:                           # each word's first token: the first starting in it

@@ -16,8 +16,8 @@ from .collators import (DataCollatorForLanguageModeling, DataCollatorForTokenCla
 from .plots import plot_training_curves
 from .runs import RunLock, prepare_output_dir
 from .signals import TrainingInterrupted
-from .state import EvalPrediction, PredictionOutput, TrainerState, TrainOutput
 from .trainer import Trainer
+from .trainer_state import EvalPrediction, PredictionOutput, TrainerState, TrainOutput
 
 __all__ = ["TrainingArguments", "Trainer", "TrainerState", "TrainOutput", "EvalPrediction", "PredictionOutput",
            "DataCollatorWithPadding", "DataCollatorForLanguageModeling", "DataCollatorForWholeWordMask",

@@ -43,7 +43,7 @@ from npbert.io.errors import CheckpointError as _IOCheckpointError
 from npbert.io.errors import SaveError
 from npbert.io.manifest import verify_manifest, write_manifest
 
-from .state import TrainerState
+from .trainer_state import TrainerState
 
 PREFIX = "checkpoint"
 _CHECKPOINT_RE = re.compile(rf"^{PREFIX}-(\d+)$")

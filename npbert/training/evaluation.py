@@ -9,7 +9,7 @@ import numpy as np
 from npbert import distributed as dist
 from npbert.modeling import no_grad
 
-from .state import EvalPrediction, PredictionOutput
+from .trainer_state import EvalPrediction, PredictionOutput
 
 _NOT_PREDICTIONS = ("loss", "hidden_states", "attentions", "past_key_values", "cross_attentions")
 

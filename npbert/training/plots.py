@@ -1,16 +1,15 @@
 """training_curves.png: the training loss (and every evaluation metric) against the step,
 drawn from trainer_state.log_history.  matplotlib is optional (`pip install npbert[plot]`):
-without it nothing is drawn and the caller says how to get the picture."""
+without it nothing is drawn and the caller says how to get the picture.  (The attention picture,
+attention.png, is with the other pictures of a model: npbert/interpret/attention_picture.py.)"""
 import os
 
 from npbert.io._atomic import atomic_path
 
-from .attention_picture import plot_attention as draw
-
 
 def have_matplotlib():
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  (optional: the plot extra)
     except ImportError:
         return False
     return True
@@ -45,7 +44,7 @@ def plot_training_curves(log_history, path, title=None, panels=None, labels=None
     labels: {log key: legend text} (default: the key; "loss" is TRAIN_LOSS_LABEL)."""
     if not have_matplotlib():
         return None
-    import matplotlib
+    import matplotlib                # optional (the plot extra): loaded when a picture is drawn
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -78,9 +77,3 @@ def plot_training_curves(log_history, path, title=None, panels=None, labels=None
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
     return path
-
-
-def plot_attention(attentions, tokens, path, title="", layer=None, head=None):
-    """The attention picture: npbert/training/attention_picture.py (colour bar, labels that do
-    not overlap, a CJK font when the tokens need one)."""
-    return draw(attentions, tokens, path, title=title, layer=layer, head=head)

@@ -50,9 +50,12 @@ from .collators import DataCollatorWithPadding, default_data_collator
 from .evaluation import Evaluation
 from .progress import ProgressLine, SilentProgress
 from .signals import StopOnSignal
-from .state import TrainerState, TrainOutput
+from .trainer_state import TrainerState, TrainOutput
 
 _LABEL_NAMES = ("labels", "next_sentence_label", "start_positions", "end_positions")
+# TrainingArguments.optim -> the class; each builds itself from the arguments (Optimizer.for_training)
+_OPTIMIZERS = {"adamw": optim.AdamW, "adam": optim.Adam, "adam_weight_decay": optim.AdamWeightDecay,
+               "bert_adam": optim.BertAdam}
 
 
 class Trainer(api.TrainerAPI, Evaluation, Checkpointing):
@@ -112,8 +115,8 @@ class Trainer(api.TrainerAPI, Evaluation, Checkpointing):
         if self.optimizer is None:
             self._build_optimizer(num_training_steps)
         if self.lr_scheduler is None:
-            if a.optim == "bert_adam":
-                self.lr_scheduler = optim.get_constant_schedule(self.optimizer)      # BertAdam schedules itself
+            if self.optimizer.schedules_itself:          # (BertAdam): lr stays the base rate its step schedules
+                self.lr_scheduler = optim.get_constant_schedule(self.optimizer)
             else:
                 self.lr_scheduler = optim.get_scheduler(a.lr_scheduler_type, self.optimizer,
                                                         a.get_warmup_steps(num_training_steps), num_training_steps,
@@ -124,26 +127,11 @@ class Trainer(api.TrainerAPI, Evaluation, Checkpointing):
         groups = optim.optimizer_grouped_parameters(self.model, weight_decay=a.weight_decay, lr=a.learning_rate,
                                                     layerwise_lr_decay=a.layerwise_lr_decay,
                                                     head_lr=a.head_learning_rate)
-        betas = (a.adam_beta1, a.adam_beta2)
-        if a.optim == "adamw":
-            self.optimizer = optim.AdamW(groups, lr=a.learning_rate, betas=betas, eps=a.adam_epsilon)
-        elif a.optim == "adam":
-            self.optimizer = optim.Adam(groups, lr=a.learning_rate, betas=betas, eps=a.adam_epsilon)
-        elif a.optim == "adam_weight_decay":
-            self.optimizer = optim.AdamWeightDecay(groups, lr=a.learning_rate, betas=betas, eps=a.adam_epsilon)
-        else:   # bert_adam: its own warmup schedule and per-parameter clipping, as the tutorials use it
-            schedule = {"linear": "warmup_linear", "cosine": "warmup_cosine",
-                        "constant_with_warmup": "warmup_constant", "constant": "none"}.get(a.lr_scheduler_type)
-            if num_training_steps is None:
-                raise ValueError("optim='bert_adam' schedules itself over the run: call "
-                                 "create_optimizer_and_scheduler(num_training_steps)")
-            if schedule is None:
-                raise ValueError(f"optim='bert_adam' has the schedules linear, cosine, constant_with_warmup and "
-                                 f"constant, not {a.lr_scheduler_type!r}")
-            warmup = a.get_warmup_steps(num_training_steps) / num_training_steps
-            self.optimizer = optim.BertAdam(groups, lr=a.learning_rate, warmup=min(warmup, 0.999),
-                                            t_total=num_training_steps, schedule=schedule, b1=a.adam_beta1,
-                                            b2=a.adam_beta2, e=a.adam_epsilon, max_grad_norm=a.max_grad_norm)
+        warmup = None if num_training_steps is None else a.get_warmup_steps(num_training_steps)
+        self.optimizer = _OPTIMIZERS[a.optim].for_training(
+            groups, lr=a.learning_rate, betas=(a.adam_beta1, a.adam_beta2), eps=a.adam_epsilon,
+            max_grad_norm=a.max_grad_norm, num_warmup_steps=warmup, num_training_steps=num_training_steps,
+            lr_scheduler_type=a.lr_scheduler_type)
 
     # ---- batches ----------------------------------------------------------------------------
     def _collate(self, dataset, indices, what):
@@ -348,7 +336,7 @@ class Trainer(api.TrainerAPI, Evaluation, Checkpointing):
                     continue
                 # one process averages its micro-batches' means, 1 / n_micro each: a term's N_c x n_micro
                 scaled = {c: n * n_micro for c, n in totals.items()}
-                batch = dist.batch_rows(full, s.offset, s.offset + len(s.indices))
+                batch = dist.rows_of_batch(full, s.offset, s.offset + len(s.indices))
                 local = dist.count_loss_items(model, batch)
                 with model.batch_offset(s.offset):
                     out = model(**batch)
@@ -376,7 +364,7 @@ class Trainer(api.TrainerAPI, Evaluation, Checkpointing):
         """Clip (the global norm, returned; None when not clipped), step the optimizer and the schedule."""
         a = self.args
         norm = None
-        if a.max_grad_norm and a.max_grad_norm > 0 and a.optim != "bert_adam":
+        if a.max_grad_norm and a.max_grad_norm > 0 and not self.optimizer.clips_itself:
             norm = optim.clip_grad_norm_(grads, a.max_grad_norm)
             if not math.isfinite(norm):
                 raise FloatingPointError(f"the gradient norm is {norm} at step {self.state.global_step + 1}: "

@@ -12,7 +12,7 @@ from . import checkpoint as ckpt
 from .plots import have_matplotlib, plot_training_curves
 from .resume import resume_checkpoint
 from .signals import stopped_after_step, stopped_at_once
-from .state import TrainerState
+from .trainer_state import TrainerState
 
 
 class Checkpointing:

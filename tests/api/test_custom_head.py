@@ -6,7 +6,7 @@ weights and against finite differences, the Trainer (and a resume, bit for bit),
 against one process, save/load, attributions against captum, head importance against torch.
 (The page's own blocks run in test_docs_blocks.py.)
 
-Tolerances: against torch in float64, REL_TOL = 1e-9 relative (headhelpers.py says why: both sides
+Tolerances: against torch in float64, REL_TOL = 1e-9 relative (head_helpers.py says why: both sides
 compute the same float64 expressions in another order, ~1e-13; a wrong term is off by 1e-2 or more).
 """
 import importlib.util
@@ -25,7 +25,7 @@ from npbert.gradcheck import check_model
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "heads"))
 import custom_head_example as ex  # noqa: E402
-from headhelpers import REL_TOL, assert_close, assert_grads_close, rel  # noqa: E402
+from head_helpers import REL_TOL, assert_close, assert_grads_close, rel  # noqa: E402
 
 EXAMPLES = ["regression", "tags"]
 IDS = np.array([[2, 5, 6, 3, 0], [2, 7, 3, 0, 0], [2, 9, 8, 11, 3]])
@@ -103,7 +103,7 @@ def tensors(batch):
 
 def key_biases(names):
     """attention.self.key.bias: its gradient is 0 in exact arithmetic (softmax ignores a constant
-    added to every score of a row), so both sides hold round-off alone (headhelpers.assert_grads_close)."""
+    added to every score of a row), so both sides hold round-off alone (head_helpers.assert_grads_close)."""
     return {n for n in names if n.endswith("attention.self.key.bias")}
 
 

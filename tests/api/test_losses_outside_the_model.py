@@ -6,14 +6,14 @@ npbert.nn's losses against torch's on the same expressions: the values on plain 
 parameters' .grad after backward() against transformers' model with the same weights and torch
 autograd, float64.  Tolerances: the values are the same formula in another order of sums (1e-12
 relative); the gradients go through a whole BERT's backward on both sides, each a few 1e-16
-per operation, REL_TOL of headhelpers (1e-9 relative to each gradient's largest entry)."""
+per operation, REL_TOL of head_helpers (1e-9 relative to each gradient's largest entry)."""
 import numpy as np
 import pytest
 
 import npbert
 from npbert import nn
 from npbert.nn import functional as F
-from heads.headhelpers import REL_TOL, analytically_zero, assert_grads_close, make_models, t, torch_grads
+from heads.head_helpers import REL_TOL, analytically_zero, assert_grads_close, make_models, t, torch_grads
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional

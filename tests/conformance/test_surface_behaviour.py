@@ -10,7 +10,7 @@ import pytest
 import npbert
 from npbert.training import (DataCollatorForLanguageModeling, DataCollatorForTokenClassification,
                              DataCollatorWithPadding, Trainer, TrainingArguments)
-from training.trainhelpers import VOCAB, classification_dataset, config, tokenizer
+from training.training_helpers import VOCAB, classification_dataset, config, tokenizer
 
 
 @pytest.fixture(scope="module")

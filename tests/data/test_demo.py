@@ -165,13 +165,13 @@ def test_the_ranks_after_are_the_saved_models(run):
     out, r = run
     import warnings
 
-    from npbert.data.pretraining_eval import fill_mask
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")              # the pooler and NSP head, unused by BertForMaskedLM
         model = npbert.BertForMaskedLM.from_pretrained(str(out / "model"))
     tok = npbert.BertTokenizer.from_pretrained(str(out / "model"))
+    fill = npbert.pipeline("fill-mask", model=model, tokenizer=tok)
     for p in r["fill_mask"]["prompts"][:4]:
-        ranked = [g["token_str"] for g in fill_mask(model, tok, p["prompt"], top_k=len(tok))]
+        ranked = [g["token_str"] for g in fill(p["prompt"], top_k=len(tok))]
         assert ranked.index(p["answer"]) + 1 == p["rank_after"], p
 
 

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-import dphelpers as h
+import distributed_helpers as h
 
 P, A = 2, 2                    # per_device_train_batch_size, gradient_accumulation_steps (a step: W x P x A)
 N_TRAIN = 13                   # micro-steps of W x P rows and a short last one (1 row: rank 0 has none on 2 ranks)
@@ -65,7 +65,7 @@ class NanAt(SignalAt):
 
 def make_trainer(kind, output_dir, per_device=P, collator=None, dtype=np.float64, **overrides):
     """A float64 (or `dtype`) Trainer with dropout 0.1 on `kind` (2 epochs of N_TRAIN examples; the
-    token classifier evaluates every 3 steps with a metric).  adam_epsilon 1e-4: see dphelpers.make_optimizer."""
+    token classifier evaluates every 3 steps with a metric).  adam_epsilon 1e-4: see distributed_helpers.make_optimizer."""
     from npbert.training import Trainer, TrainingArguments
     model = h.build_model(kind, seed=0, dropout=DROPOUT, dtype=dtype)
     evaluating = kind == "token_classification"

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-import dphelpers as h
+import distributed_helpers as h
 from npbert import distributed as dist
 from npbert.fast import parallel
 

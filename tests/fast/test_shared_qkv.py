@@ -5,7 +5,7 @@ blocks, and in-place changes to one of them (an optimizer step, an ablation) rea
 import numpy as np
 
 import npbert
-from heads.headhelpers import tiny_config
+from heads.head_helpers import tiny_config
 from npbert.modeling.fast_attention import _stacked
 
 NAMES = ("query", "key", "value")

@@ -15,7 +15,7 @@ import pytest
 
 import npbert
 import npbert.modeling.fast_attention as fast_attention
-from heads.headhelpers import randomize
+from heads.head_helpers import randomize
 from test_models_fast_equals_reference import TOL, assert_grads_agree, assert_outputs_agree, config_for, tiny_inputs
 
 CLASSES = ["BertModel", "BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering",

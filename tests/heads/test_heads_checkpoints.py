@@ -10,7 +10,7 @@ import pytest
 import npbert
 from npbert.modeling.pretrained import _no_init
 
-from headhelpers import REL_TOL, assert_close, hf_model, randomize, t, tiny_config
+from head_helpers import REL_TOL, assert_close, hf_model, randomize, t, tiny_config
 
 HEADS = ["BertForPreTraining", "BertForMaskedLM", "BertLMHeadModel", "BertForNextSentencePrediction",
          "BertForSequenceClassification", "BertForTokenClassification", "BertForMultipleChoice",

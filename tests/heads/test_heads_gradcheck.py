@@ -6,7 +6,7 @@ import pytest
 
 from npbert.gradcheck import check_model
 
-from headhelpers import analytically_zero, randomize, rel, tiny_config
+from head_helpers import analytically_zero, randomize, rel, tiny_config
 import npbert
 
 # 4th-order centred differences with h = 1e-4 in float64: truncation O(h^4) ~ 1e-16, round-off

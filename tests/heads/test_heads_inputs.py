@@ -9,7 +9,7 @@ from hypothesis.extra import numpy as hnp
 import npbert
 from npbert.ops.embedding import embedding_backward
 
-from headhelpers import randomize, tiny_config
+from head_helpers import randomize, tiny_config
 
 B, T, V = 2, 5, 29
 IDS = np.array([[2, 7, 9, 4, 3], [5, 6, 1, 0, 0]])

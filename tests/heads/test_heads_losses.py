@@ -9,7 +9,7 @@ from hypothesis.extra import numpy as hnp
 from npbert.ops.losses import (bce_with_logits_backward, bce_with_logits_forward, cross_entropy_backward,
                                cross_entropy_forward, mse_backward, mse_forward)
 
-from headhelpers import numerical_gradient, rel
+from head_helpers import numerical_gradient, rel
 
 # Finite differences in float64 with h = 1e-6: truncation O(h^2) = 1e-12 and round-off
 # ~1e-16 / 1e-6 = 1e-10, absolute, on O(1) losses.  Entry by entry (cs231n's rel_error) that is

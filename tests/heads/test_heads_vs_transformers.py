@@ -1,15 +1,15 @@
 """Every head against transformers in float64 on tiny random configs, dropout off:
 the logits, the loss, and every parameter gradient, with labels (backward() differentiates the
 loss) and without (upstream gradients by output name).  Tolerance: REL_TOL = 1e-9, normwise
-relative error per array (see headhelpers.py for why); analytically zero gradients are checked
-with an absolute bound relative to their layer's gradient scale (headhelpers.analytically_zero)."""
+relative error per array (see head_helpers.py for why); analytically zero gradients are checked
+with an absolute bound relative to their layer's gradient scale (head_helpers.analytically_zero)."""
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from headhelpers import (REL_TOL, analytically_zero, assert_close, assert_grads_close, make_models, t,  # noqa: E402
+from head_helpers import (REL_TOL, analytically_zero, assert_close, assert_grads_close, make_models, t,  # noqa: E402
                          torch_grads)
 
 B, T, C_CHOICES = 3, 7, 4

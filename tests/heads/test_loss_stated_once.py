@@ -12,7 +12,7 @@ import pytest
 import npbert
 from npbert.modeling import heads as head_modules
 
-from headhelpers import tiny_config
+from head_helpers import tiny_config
 from test_heads_vs_transformers import CASES
 
 NPBERT = os.path.dirname(os.path.abspath(npbert.__file__))

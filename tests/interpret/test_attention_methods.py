@@ -11,7 +11,7 @@ import npbert
 import npbert.interpret as ni
 from npbert.interpret.attention import flow
 
-from interphelpers import load_pair, t, tiny_checkpoint
+from interpret_helpers import load_pair, t, tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("npbert_path")
 

@@ -7,7 +7,7 @@ import pytest
 import npbert
 import npbert.interpret as ni
 
-from interphelpers import TINY
+from interpret_helpers import TINY
 
 ENC = {"input_ids": np.array([[2, 13, 14, 3]]), "special_tokens_mask": np.array([[1, 0, 0, 1]])}
 

@@ -18,7 +18,7 @@ import pytest
 import npbert
 import npbert.interpret as ni
 
-from interphelpers import REL, load_pair, minilm_with_head, rel, t, tiny_checkpoint
+from interpret_helpers import REL, load_pair, minilm_with_head, rel, t, tiny_checkpoint
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

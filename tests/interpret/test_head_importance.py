@@ -10,7 +10,7 @@ import pytest
 import npbert
 import npbert.interpret as ni
 
-from interphelpers import load_pair, t, tiny_checkpoint
+from interpret_helpers import load_pair, t, tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("npbert_path")
 

@@ -13,7 +13,7 @@ import npbert
 import npbert.interpret as ni
 from npbert.interpret import regroup
 
-from interphelpers import TINY, rel
+from interpret_helpers import TINY, rel
 
 pytestmark = pytest.mark.usefixtures("npbert_path")
 

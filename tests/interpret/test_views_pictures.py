@@ -9,7 +9,7 @@ import pytest
 
 import npbert.interpret as ni
 
-from interphelpers import load_pair, tiny_checkpoint
+from interpret_helpers import load_pair, tiny_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 from npbert.io import match_state_dict
 from npbert.io.names import google_to_hf
 
-from iohelpers import expected_shapes, tiny_hf_model, torch_state_dict_numpy
+from io_helpers import expected_shapes, tiny_hf_model, torch_state_dict_numpy
 
 
 def strip(d, prefix="bert."):

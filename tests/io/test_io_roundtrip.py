@@ -12,7 +12,7 @@ from npbert.io import (CheckpointError, detect_format, match_state_dict, read_np
                        read_state_dict, write_npbert_h5, write_safetensors)
 from npbert.io import _atomic
 
-from iohelpers import (TINY, assert_same_tensors, expected_shapes, tiny_hf_model,
+from io_helpers import (TINY, assert_same_tensors, expected_shapes, tiny_hf_model,
                        torch_state_dict_numpy)
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")

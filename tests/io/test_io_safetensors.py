@@ -12,7 +12,7 @@ from npbert.io import CheckpointError, detect_format, read_state_dict, write_saf
 from npbert.io import _atomic
 from npbert.io.safetensors import read_safetensors, read_safetensors_header, read_safetensors_metadata
 
-from iohelpers import assert_same_tensors
+from io_helpers import assert_same_tensors
 
 DTYPES = [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32,
           np.int64, np.uint16, np.uint32, np.uint64, np.bool_]

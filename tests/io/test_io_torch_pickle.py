@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from npbert.io import CheckpointError, detect_format, read_state_dict
 from npbert.io.torch_pickle import read_torch_checkpoint
 
-from iohelpers import assert_same_tensors, tiny_hf_model
+from io_helpers import assert_same_tensors, tiny_hf_model
 
 
 def torch_reference(sd):

@@ -10,7 +10,7 @@ import pytest
 
 from npbert.io import read_state_dict
 
-from iohelpers import assert_same_tensors
+from io_helpers import assert_same_tensors
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
@@ -110,7 +110,7 @@ def test_convert_tf_to_a_transformers_directory(tmp_path, source):
 
 def test_convert_bin_to_transformers_dir_renames_legacy_keys(tmp_path):
     torch = pytest.importorskip("torch")
-    from iohelpers import tiny_hf_model
+    from io_helpers import tiny_hf_model
     model = tiny_hf_model("BertForMaskedLM")
     src = tmp_path / "src"
     src.mkdir()

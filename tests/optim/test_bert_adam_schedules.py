@@ -4,7 +4,7 @@ group (`param_groups[0]["schedule"]`), the two restart schedules, saved as plain
 Compared with the package's own optimization.py (tests/ppb_reference.py; skipped without it):
 the schedules' multipliers at every step (the same float operations in the same order, so
 equal to the last bit), and whole BertAdam runs of a tiny BERT in float64 (REL_TOL of
-tests/heads/headhelpers.py, as test_optim_vs_torch.py).
+tests/heads/head_helpers.py, as test_optim_vs_torch.py).
 """
 import json
 import logging
@@ -14,7 +14,7 @@ import pytest
 
 from npbert import optim
 from npbert.optim import bert_adam
-from heads.headhelpers import REL_TOL, make_models, rel, t
+from heads.head_helpers import REL_TOL, make_models, rel, t
 from optim.test_optim_vs_torch import batches
 from ppb_reference import load_ppb_optimization
 

@@ -7,7 +7,7 @@ import pytest
 
 import npbert
 from npbert import optim
-from heads.headhelpers import tiny_config
+from heads.head_helpers import tiny_config
 
 torch = pytest.importorskip("torch")
 

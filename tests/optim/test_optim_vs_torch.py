@@ -5,7 +5,7 @@ with the same weights and batches, and compares every parameter after every step
 steps on the fast path and, in the cases marked `reference`, on the reference path
 (npbert/optim/reference.py).
 
-Tolerance: REL_TOL (1e-9, normwise relative, from tests/heads/headhelpers.py).  The gradients
+Tolerance: REL_TOL (1e-9, normwise relative, from tests/heads/head_helpers.py).  The gradients
 already differ by float64 round-off (~1e-13, summation order); Adam's m / sqrt(v) keeps relative
 errors of that size, and 30 steps add up to at most ~1e-11.  A wrong formula (a missing bias
 correction, decay in the wrong place, the schedule off by one step) moves parameters by ~lr =
@@ -17,7 +17,7 @@ import pytest
 
 import npbert
 from npbert import optim
-from heads.headhelpers import REL_TOL, make_models, rel, t, torch_grads
+from heads.head_helpers import REL_TOL, make_models, rel, t, torch_grads
 from ppb_reference import load_ppb_optimization
 
 torch = pytest.importorskip("torch")

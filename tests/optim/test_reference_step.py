@@ -8,7 +8,7 @@ import pytest
 
 import npbert
 from npbert import optim
-from heads.headhelpers import tiny_config
+from heads.head_helpers import tiny_config
 
 # unit round-off: half the distance from 1 to the next float
 U = {np.float64: 2.0 ** -53, np.float32: 2.0 ** -24}

@@ -16,7 +16,7 @@ from npbert.config import check_max_seq_length, check_parameter_memory, memory_l
 from npbert.io import CheckpointError, read_safetensors, write_safetensors
 from npbert.io import torch_pickle
 from npbert.io.torch_pickle import read_torch_checkpoint
-from relhelpers import config, corpus, write_vocab
+from reliability_helpers import config, corpus, write_vocab
 
 
 # ---- a torch zip written by hand (no torch needed) ----------------------------------------------------

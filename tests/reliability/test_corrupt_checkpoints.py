@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from npbert.io import CheckpointError, read_safetensors, write_manifest, write_safetensors
-from relhelpers import params, same_bytes, trainer
+from reliability_helpers import params, same_bytes, trainer
 
 
 @pytest.fixture(scope="module")

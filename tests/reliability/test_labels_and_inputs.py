@@ -9,7 +9,7 @@ import pytest
 from npbert.cli import main
 from npbert.tasks.labels import label_set
 from npbert.tasks.readers import read_conll, read_table
-from relhelpers import base_model, pretraining_h5, sentences, write_csv
+from reliability_helpers import base_model, pretraining_h5, sentences, write_csv
 
 
 def rows(*values):
@@ -164,7 +164,7 @@ def test_a_non_utf8_csv_names_file_line_and_column(tmp_path):
 
 def test_a_non_utf8_pretraining_corpus_names_the_line(tmp_path):
     from npbert.data import create_training_instances
-    from relhelpers import tokenizer
+    from reliability_helpers import tokenizer
     import random
     corpus = tmp_path / "corpus.txt"
     corpus.write_bytes(b"the king\nthe queen\n\nsweet prince\ngood ni\xffght\n")

@@ -16,7 +16,7 @@ import pytest
 
 import npbert
 from npbert.cli import build_parser, main
-from relhelpers import base_model, config, run_npbert, sentences, write_csv, write_vocab
+from reliability_helpers import base_model, config, run_npbert, sentences, write_csv, write_vocab
 
 LABELS = {0: "negative", 1: "positive"}
 
@@ -244,7 +244,7 @@ def test_a_signal_saves_what_resuming_needs_even_with_save_only_model(tmp_path):
     """A stop on SIGTERM writes the optimizer's state too, so that the printed resume command works."""
     import signal
 
-    from relhelpers import start_npbert
+    from reliability_helpers import start_npbert
     model = base_model(tmp_path / "base")
     train = write_csv(tmp_path / "train.csv", sentences(64))
     out = tmp_path / "out"

@@ -11,7 +11,7 @@ from npbert.cli.finetune import TASK_DEFAULTS
 from npbert.io.errors import RunError
 from npbert.training import runs
 from npbert.training.runs import LOCK_NAME, RunLock, prepare_output_dir
-from relhelpers import TIMEOUT, base_model, npbert_env, run_npbert, sentences, start_npbert, trainer, write_csv
+from reliability_helpers import TIMEOUT, base_model, npbert_env, run_npbert, sentences, start_npbert, trainer, write_csv
 
 HOLD = """
 import sys, time

@@ -17,7 +17,7 @@ from npbert.io import CheckpointError, SaveError, finish_interrupted_saves
 from npbert.io import _atomic
 from npbert.training import checkpoint as ckpt
 from npbert.training.runs import clean_leftovers
-from relhelpers import (TIMEOUT, config, params, pretrain_args, pretraining_h5, run_npbert, same_bytes,
+from reliability_helpers import (TIMEOUT, config, params, pretrain_args, pretraining_h5, run_npbert, same_bytes,
                         saved_weights, trainer)
 
 CHECKPOINT_FILES = ["model.safetensors", "config.json", "optimizer.safetensors", "optimizer.json", "scheduler.json",
@@ -111,7 +111,7 @@ sys.path.insert(0, {tests!r})
 import npbert
 from npbert.io import _atomic
 from npbert.training import checkpoint as ckpt
-from relhelpers import trainer
+from reliability_helpers import trainer
 point, out, work = sys.argv[1], sys.argv[2], sys.argv[3]
 
 def die():

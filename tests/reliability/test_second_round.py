@@ -20,7 +20,7 @@ import pytest
 
 import npbert
 from npbert.cli import main
-from relhelpers import VOCAB, config, write_vocab
+from reliability_helpers import VOCAB, config, write_vocab
 
 LABELS = {0: "negative", 1: "positive"}
 

@@ -12,7 +12,7 @@ import pytest
 
 from npbert.training import TrainingInterrupted
 from npbert.training.checkpoint import is_intact
-from relhelpers import (REPO, TIMEOUT, config, npbert_env, params, pretrain_args, pretraining_h5, run_npbert,
+from reliability_helpers import (REPO, TIMEOUT, config, npbert_env, params, pretrain_args, pretraining_h5, run_npbert,
                         same_bytes, saved_weights, start_npbert, trainer)
 
 STEPS = 80

@@ -8,16 +8,16 @@ was.  Rank 0 now prints one line when training starts (npbert.distributed.descri
 
 (across two hosts, tests/distributed/test_two_hosts: "on 2 hosts, 1 rank each; ...").
 
-The real run uses tests/distributed's mpiexec runner (dphelpers.run_mpi: a timeout, the job's
-process group killed on a hang) and relhelpers' tiny pre-training data, as test_cli_mpi does."""
+The real run uses tests/distributed's mpiexec runner (distributed_helpers.run_mpi: a timeout, the job's
+process group killed on a hang) and reliability_helpers' tiny pre-training data, as test_cli_mpi does."""
 import importlib.util
 import re
 
 import pytest
 
-from distributed import dphelpers as h
+from distributed import distributed_helpers as h
 from npbert.distributed import describe_world
-from relhelpers import pretrain_args, pretraining_h5
+from reliability_helpers import pretrain_args, pretraining_h5
 
 
 class FakeWorld:

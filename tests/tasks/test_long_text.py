@@ -4,7 +4,7 @@ BertModel, float64; finite differences of the fusion op; save -> transformers lo
 import numpy as np
 import pytest
 
-from heads.headhelpers import REL_TOL, assert_close, assert_grads_close, load_into_torch, randomize, tiny_config
+from heads.head_helpers import REL_TOL, assert_close, assert_grads_close, load_into_torch, randomize, tiny_config
 from npbert import BertForSequenceClassification
 from npbert.gradcheck import check_forward_backward
 from npbert.tasks.long_text import (BertForChunkedSequenceClassification, chunk_pooling_backward,
@@ -88,7 +88,7 @@ def _torch_reference(model, inputs, mode):
 def test_chunked_model_equals_torch(mode):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from heads.headhelpers import hf_model
+    from heads.head_helpers import hf_model
     config = tiny_config(num_labels=3)
     ours = randomize(BertForChunkedSequenceClassification(config, dtype=np.float64, chunk_pooling=mode), seed=2)
     theirs = hf_model("BertForSequenceClassification", config)        # the same parameters and keys
@@ -103,7 +103,7 @@ def test_chunked_model_equals_torch(mode):
     grads = ours.backward()
     logits, loss = _torch_reference(theirs, batch, mode)
     loss.backward()
-    # float64 on both sides, same formulas in a different order: round-off only (headhelpers.REL_TOL)
+    # float64 on both sides, same formulas in a different order: round-off only (head_helpers.REL_TOL)
     assert_close(out.logits, logits.detach().numpy(), "logits")
     assert_close(out.loss, loss.item(), "loss")
     torch_grads = {n: (p.grad.numpy() if p.grad is not None else np.zeros(tuple(p.shape)))

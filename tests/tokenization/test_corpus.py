@@ -6,7 +6,7 @@ import pytest
 import npbert
 from npbert.tokenization import BertTokenizer
 
-from tokhelpers import assert_encodings_equal
+from tokenizer_helpers import assert_encodings_equal
 
 BATCH = 256
 

@@ -9,7 +9,7 @@ import pytest
 
 from npbert.tokenization import BertTokenizer
 
-from tokhelpers import write_vocab
+from tokenizer_helpers import write_vocab
 
 WORDS = "the cat sat on a mat < > ent e ##nt ##t dog hello world , . ! ? x y z new ##word".split()
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS

@@ -6,7 +6,7 @@ import pytest
 
 from npbert.tokenization import BertTokenizer, load_vocab
 
-from tokhelpers import write_vocab
+from tokenizer_helpers import write_vocab
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", ",", "!"]
 

@@ -10,7 +10,7 @@ import pytest
 import npbert
 from npbert.tokenization import BertTokenizer, load_vocab
 
-from tokhelpers import write_vocab
+from tokenizer_helpers import write_vocab
 
 pytestmark = pytest.mark.one_path          # files: the same on both paths
 

@@ -6,7 +6,7 @@ import pytest
 from npbert.tokenization import BasicTokenizer, BertTokenizer, WordpieceTokenizer
 from npbert.tokenization.chars import is_control, is_punctuation, is_whitespace
 
-from tokhelpers import write_vocab
+from tokenizer_helpers import write_vocab
 
 GOOGLE_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ","]
 

@@ -15,7 +15,7 @@ from npbert.tokenization import BasicTokenizer, BertTokenizer  # noqa: E402
 
 from npbert.testing import texts as tokenizer_texts  # noqa: E402
 
-import tokhelpers  # noqa: E402
+import tokenizer_helpers  # noqa: E402
 
 # npbert.testing.texts() (CJK and its range ends, accents, combining marks, control and zero-width
 # characters, whitespace runs), plus what only these option combinations need: words around
@@ -133,7 +133,7 @@ def test_offsets_follow_truncation_and_padding(tokenizers, first, second, max_le
         assert real[: len(single)] == single  # the first text comes first, never truncated here
 
 
-call_options = tokhelpers.call_options(offsets=False)
+call_options = tokenizer_helpers.call_options(offsets=False)
 
 
 @SETTINGS

@@ -9,7 +9,7 @@ import pytest
 
 from npbert.tokenization import BertTokenizer
 
-from tokhelpers import assert_encodings_equal
+from tokenizer_helpers import assert_encodings_equal
 
 HARD_STRINGS = [
     "Hello, world!",

@@ -11,7 +11,7 @@ from npbert.tokenization import (BertTokenizer, WordpieceTokenizer, convert_ids_
                                  load_vocab)
 
 from test_reference import HARD_STRINGS
-from tokhelpers import write_vocab
+from tokenizer_helpers import write_vocab
 
 pytestmark = pytest.mark.one_path
 

@@ -17,11 +17,11 @@ import npbert  # noqa: E402
 from npbert.testing import texts as tokenizer_texts  # noqa: E402
 
 import test_hypothesis  # noqa: E402
-import tokhelpers  # noqa: E402
+import tokenizer_helpers  # noqa: E402
 from npbert.testing import vocabularies  # noqa: E402
 from npbert.tokenization import BertTokenizer, aligned  # noqa: E402
 
-from tokhelpers import write_vocab  # noqa: E402
+from tokenizer_helpers import write_vocab  # noqa: E402
 
 pytestmark = pytest.mark.one_path          # each test runs both paths itself
 
@@ -88,7 +88,7 @@ def test_tokens_and_ids_equal_on_both_paths(tokenizers, text, option):
     assert_same_tokens(tokenizers(option), text)
 
 
-call_options = tokhelpers.call_options(offsets=True)
+call_options = tokenizer_helpers.call_options(offsets=True)
 
 
 @SETTINGS

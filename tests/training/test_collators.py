@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 
 from npbert.training import (DataCollatorForLanguageModeling, DataCollatorForTokenClassification,
                              DataCollatorForWholeWordMask, DataCollatorWithPadding, default_data_collator)
-from trainhelpers import VOCAB, tokenizer
+from training_helpers import VOCAB, tokenizer
 
 
 @pytest.fixture(scope="module")

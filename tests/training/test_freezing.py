@@ -11,7 +11,7 @@ import npbert.fast
 import npbert.ops
 from npbert import optim
 from npbert.ops import linear as linear_op
-from heads.headhelpers import analytically_zero, assert_grads_close, randomize, tiny_config
+from heads.head_helpers import analytically_zero, assert_grads_close, randomize, tiny_config
 
 pytestmark = pytest.mark.usefixtures("npbert_path")
 
@@ -67,7 +67,7 @@ def test_frozen_work_is_skipped(monkeypatch, npbert_path):
     model(**batch())
     for namespace in (npbert.ops, npbert.fast):                     # what a module's self.ops reads
         monkeypatch.setattr(namespace, "embedding_backward", count("embedding", namespace.embedding_backward))
-    for mod in ("npbert.modeling.module", "npbert.modeling.nn", "npbert.modeling.fast_attention"):
+    for mod in ("npbert.modeling.leaf_modules", "npbert.modeling.fast_attention"):
         monkeypatch.setattr(f"{mod}.linear_param_grads", count("param_grads", linear_op.linear_param_grads))
         monkeypatch.setattr(f"{mod}.linear_input_grad", count("input_grad", linear_op.linear_input_grad))
     model.backward(retain_graph=True)
@@ -114,14 +114,28 @@ def test_need_inputs_embeds_grad_keeps_the_full_backward():
     assert np.array_equal(model.inputs_embeds_grad, dembeds)
 
 
-def test_tied_decoder_frozen_with_the_word_embeddings():
-    model = randomize(npbert.BertForMaskedLM(tiny_config(), dtype=np.float64))
-    model.freeze("bert.embeddings.word_embeddings")
+def test_tied_decoder_frozen_with_the_word_embeddings(monkeypatch):
+    """The decoder is an nn.Linear tied to the word embeddings: frozen with them, its (V, H) GEMM
+    is skipped and its bias (cls.predictions.bias, trainable) gets the unfrozen model's gradient."""
+    model = randomize(npbert.BertForMaskedLM(tiny_config(), dtype=np.float64).eval())
     ids = np.array([[2, 3, 4, 5]])
+    model(input_ids=ids, labels=ids)
+    expected = model.backward()
+    V, H = model.config.vocab_size, model.config.hidden_size
+    shapes = []
+
+    def recording(*a, **k):
+        g = linear_op.linear_param_grads(*a, **k)
+        shapes.extend(v.shape for v in g.values())
+        return g
+    monkeypatch.setattr("npbert.modeling.leaf_modules.linear_param_grads", recording)
+    model.freeze("bert.embeddings.word_embeddings")
     model(input_ids=ids, labels=ids)
     grads = model.backward()
     assert "bert.embeddings.word_embeddings.weight" not in grads
-    assert "cls.predictions.bias" in grads
+    assert "cls.predictions.decoder.weight" not in grads
+    assert grads["cls.predictions.bias"].tobytes() == expected["cls.predictions.bias"].tobytes()
+    assert (V,) in shapes and (V, H) not in shapes               # db computed, the decoder's dW not
 
 
 def test_optimizer_leaves_frozen_parameters_alone():

@@ -151,10 +151,10 @@ def test_the_command_line_has_the_flag():
 def test_the_gradients_equal_transformers_with_its_own_checkpointing(path):
     """transformers' model.gradient_checkpointing_enable() (torch's recomputation) and npbert's, in
     training mode, on the same weights, float64; dropout 0 (torch's masks are not npbert's).  Both
-    are their plain backward recomputed, so within headhelpers' REL_TOL (1e-9 of each gradient's
+    are their plain backward recomputed, so within head_helpers' REL_TOL (1e-9 of each gradient's
     largest entry; measured ~1e-15); the key bias, analytically zero, by its layer's scale."""
     torch = pytest.importorskip("torch")
-    from heads.headhelpers import REL_TOL, analytically_zero, assert_grads_close, make_models, torch_grads
+    from heads.head_helpers import REL_TOL, analytically_zero, assert_grads_close, make_models, torch_grads
     with npbert.using_path(path):
         ours, theirs = make_models("BertForSequenceClassification", hidden_dropout_prob=0.0,
                                    attention_probs_dropout_prob=0.0)

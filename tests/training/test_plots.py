@@ -5,7 +5,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from npbert.training.plots import TRAIN_LOSS_LABEL, plot_attention, plot_training_curves  # noqa: E402
+from npbert.interpret.attention_picture import plot_attention  # noqa: E402
+from npbert.training.plots import TRAIN_LOSS_LABEL, plot_training_curves  # noqa: E402
 
 LOG = [{"loss": 7.0, "step": 10}, {"loss": 6.0, "step": 20}, {"eval_loss": 6.5, "eval_acc": 0.1, "step": 20},
        {"loss": 5.5, "step": 30}, {"eval_loss": 5.9, "eval_acc": 0.2, "step": 30, "eval_runtime": 1.0},

@@ -8,7 +8,7 @@ import pytest
 import npbert
 from npbert.training import (DataCollatorForLanguageModeling, DataCollatorWithPadding, Trainer, TrainingArguments,
                              CheckpointError)
-from trainhelpers import classification_dataset, config, mlm_dataset, tokenizer
+from training_helpers import classification_dataset, config, mlm_dataset, tokenizer
 
 FAST = dict(logging_steps=2, save_steps=3, plot=False, learning_rate=1e-2, seed=7)
 

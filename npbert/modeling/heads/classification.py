@@ -7,7 +7,7 @@ import numpy as np
 
 from ..bert import BertModel
 from ..loss_terms import LossTerm, batch_length, batch_rows, bce_with_logits, cross_entropy, mse
-from ..nn import Dropout, Linear
+from ..leaf_modules import Dropout, Linear
 from ..outputs import MultipleChoiceModelOutput, SequenceClassifierOutput, TokenClassifierOutput
 from ..pretrained import BertPreTrainedModel
 from .base import _BertHeadModel, _class_labels, _grad_or_zeros

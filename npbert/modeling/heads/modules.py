@@ -3,10 +3,8 @@ BertLMPredictionHead, BertOnlyMLMHead, BertOnlyNSPHead, BertPreTrainingHeads.
 
     B = batch, T = sequence length, H = hidden size, V = vocab size
 """
-from npbert.ops.linear import linear_input_grad, linear_param_grads
-
+from ..leaf_modules import LayerNorm, Linear, activation
 from ..module import Module
-from ..nn import LayerNorm, Linear, activation
 
 
 class BertPredictionHeadTransform(Module):
@@ -36,12 +34,12 @@ class BertPredictionHeadTransform(Module):
 class BertLMPredictionHead(Module):
     """transform, then the decoder: logits = h @ W_word.T + bias        (B, T, H) -> (B, T, V)
 
-    The decoder has no weight of its own: it reads `decoder_weight` (the word embeddings) from
-    the model's dict.  Its bias is `cls.predictions.bias` (transformers ties
-    `cls.predictions.decoder.bias` to it).  backward() reports the decoder weight's gradient
-    under its own name, `<prefix>decoder.weight`; the model adds it to the word embeddings'.
-    `self.decoder` is that nn.Linear (V, H) as torch holds it: its `.weight` is the word
-    embeddings' Parameter and its `.bias` is `self.bias`, the same objects.
+    The decoder has no weight of its own: `self.decoder` is an nn.Linear (V, H) tied to
+    `decoder_weight` (the word embeddings) and to `cls.predictions.bias` (transformers ties
+    `cls.predictions.decoder.bias` to it): its `.weight` is the word embeddings' Parameter and
+    its `.bias` is `self.bias`, the same objects.  Its backward reports the decoder weight's
+    gradient under the decoder's own name, `<prefix>decoder.weight`; the model adds it to the
+    word embeddings' (_sum_tied_decoder_gradient).
     """
 
     def __init__(self, state, prefix, decoder_weight):
@@ -49,9 +47,9 @@ class BertLMPredictionHead(Module):
         # registered first: torch lists a module's own parameters before its children's
         self.add_param("bias", (self.config.vocab_size,), "zeros")                  # (V,)
         self.transform = BertPredictionHeadTransform(state, prefix + "transform.")
-        self.decoder_weight = decoder_weight                                         # name of the (V, H) array
         H, V = self.config.hidden_size, self.config.vocab_size
-        self.decoder = Linear(state, prefix + "decoder.", H, V, tied_to=(decoder_weight, prefix + "bias"))
+        self.decoder = Linear(state, prefix + "decoder.", H, V, tied_to=(decoder_weight, prefix + "bias"),
+                              grad_name={"weight": prefix + "decoder.weight"})
 
     @property
     def bias(self):
@@ -60,20 +58,13 @@ class BertLMPredictionHead(Module):
 
     def forward(self, hidden_states):
         h, transform_cache = self.transform.forward(hidden_states)                   # (B, T, H)
-        logits, decoder_cache = self.ops.linear_forward(h, self.state.arrays[self.decoder_weight],
-                                                              self.p("bias"))                        # (B, T, V)
+        logits, decoder_cache = self.decoder.forward(h)                              # (B, T, V) = h @ W.T + b
         return logits, (transform_cache, decoder_cache)
 
     def backward(self, dlogits, cache):
         transform_cache, decoder_cache = cache
-        # in the forward: logits = h @ W.T + b
-        h, weight, _ = decoder_cache
-        dh = linear_input_grad(dlogits, weight, h.shape)                             # (B, T, H)
-        grads = {}
-        if self.decoder_weight not in self.state.frozen:                             # the (V, H) GEMM, skipped when frozen
-            grads[self.prefix + "decoder.weight"] = linear_param_grads(dlogits, h, has_bias=False)["weight"]   # (V, H), one of W's two uses
-        if self.trainable("bias"):
-            grads[self.prefix + "bias"] = dlogits.reshape(-1, dlogits.shape[-1]).sum(axis=0)                  # (V,)
+        # dW (V, H) under "<prefix>decoder.weight": one of W's two uses; db (V,) under "<prefix>bias"
+        dh, grads = self.decoder.backward(dlogits, decoder_cache)                    # (B, T, H)
         dx, g = self.transform.backward(dh, transform_cache)
         grads.update(g)
         return dx, grads
@@ -101,11 +92,10 @@ class BertOnlyNSPHead(Module):
         self.seq_relationship = Linear(state, prefix + "seq_relationship.", self.config.hidden_size, 2)
 
     def forward(self, pooled_output):
-        return self.ops.linear_forward(pooled_output, self.p("seq_relationship.weight"),
-                                             self.p("seq_relationship.bias"))
+        return self.seq_relationship.forward(pooled_output)                          # (B, 2)
 
     def backward(self, dscore, cache):
-        return self.linear_backward("seq_relationship", dscore, cache)
+        return self.seq_relationship.backward(dscore, cache)                         # (B, H), grads
 
 
 class BertPreTrainingHeads(Module):
@@ -118,14 +108,13 @@ class BertPreTrainingHeads(Module):
 
     def forward(self, sequence_output, pooled_output):
         prediction_scores, predictions_cache = self.predictions.forward(sequence_output)           # (B, T, V)
-        seq_relationship_score, nsp_cache = self.ops.linear_forward(
-            pooled_output, self.p("seq_relationship.weight"), self.p("seq_relationship.bias"))     # (B, 2)
+        seq_relationship_score, nsp_cache = self.seq_relationship.forward(pooled_output)          # (B, 2)
         return prediction_scores, seq_relationship_score, (predictions_cache, nsp_cache)
 
     def backward(self, dprediction_scores, dseq_relationship_score, cache):
         """Returns (d sequence_output (B, T, H), d pooled_output (B, H), grads)."""
         predictions_cache, nsp_cache = cache
         dsequence, grads = self.predictions.backward(dprediction_scores, predictions_cache)
-        dpooled, g = self.linear_backward("seq_relationship", dseq_relationship_score, nsp_cache)
+        dpooled, g = self.seq_relationship.backward(dseq_relationship_score, nsp_cache)
         grads.update(g)
         return dsequence, dpooled, grads

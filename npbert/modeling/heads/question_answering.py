@@ -6,7 +6,7 @@ import numpy as np
 
 from ..bert import BertModel
 from ..loss_terms import LossTerm, batch_length, batch_rows, cross_entropy, has_labels
-from ..nn import Linear
+from ..leaf_modules import Linear
 from ..outputs import QuestionAnsweringModelOutput
 from ..pretrained import BertPreTrainedModel
 from .base import _BertHeadModel, _grad_or_zeros

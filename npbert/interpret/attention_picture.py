@@ -30,7 +30,7 @@ def has_cjk(texts):
 
 
 def _has_glyph(path, char="中"):
-    from matplotlib.ft2font import FT2Font
+    from matplotlib.ft2font import FT2Font        # optional (the plot extra), as every matplotlib import here
     try:
         return FT2Font(path).get_char_index(ord(char)) != 0
     except (OSError, RuntimeError, ValueError):

@@ -10,7 +10,7 @@ import pytest
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
-from npbert.training import attention_picture  # noqa: E402
+from npbert.interpret import attention_picture  # noqa: E402
 
 
 def attentions(L, N, T, seed=0):

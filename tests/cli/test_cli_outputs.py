@@ -9,6 +9,7 @@ path resolution (symlinks, relative paths, hard links, a folder by another name)
 outputs it lets through are tested on the function itself."""
 import argparse
 import hashlib
+import importlib
 import os
 import sys
 
@@ -19,7 +20,7 @@ from npbert import cli
 from npbert.cli import outputs
 from npbert.cli.common import UsageError
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)                     # weights_tools beside npbert/ (not an installed package)
 from weights_tools import convert  # noqa: E402
 
@@ -82,6 +83,7 @@ CASES = {
 NOTHING_READ = {"demo": "builds its data and models from the text shipped with npbert"}
 
 OUTPUT_DESTS = ("output", "output_file", "output_dir", "html", "dst")
+COMMAND_MODULES = [f"npbert.cli.{name}" for name in cli.COMMANDS] + ["weights_tools.convert"]
 
 
 @pytest.fixture
@@ -89,6 +91,7 @@ def spy(monkeypatch):
     """Records each call of the shared check and whether it refused."""
     calls = []
     real = outputs.refuse_overwriting_inputs
+    commands = [importlib.import_module(name) for name in COMMAND_MODULES]   # imported before the patch
 
     def recording(outs, ins):
         try:
@@ -98,6 +101,9 @@ def spy(monkeypatch):
             raise
         calls.append("passed")
     monkeypatch.setattr(outputs, "refuse_overwriting_inputs", recording)
+    for module in commands:                          # the commands that imported the check by name
+        if getattr(module, "refuse_overwriting_inputs", None) is real:
+            monkeypatch.setattr(module, "refuse_overwriting_inputs", recording)
     return calls
 
 

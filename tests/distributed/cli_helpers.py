@@ -4,15 +4,15 @@ lists of the `npbert pretrain` and `npbert finetune` runs, the one-process run t
 to, and the comparison with its tolerance."""
 import os
 
-from heads.headhelpers import analytically_zero, assert_grads_close, rel
-from reliability import relhelpers as rh
+from heads.head_helpers import analytically_zero, assert_grads_close, rel
+from reliability import reliability_helpers as rh
 
 # float64, dropout 0.1 (the configs' default): see test_trainer_mpi.TOL, the same reasoning.
 # Between W ranks and one process only the order of the gradient additions differs (per share,
 # then across ranks), which in float64 is round-off: measured a few 1e-16 after the AdamW steps.
 TOL = 1e-12
 TIMEOUT = 240
-# AdamW's epsilon 1e-4, as dphelpers.make_optimizer says why: the attention key biases' gradients
+# AdamW's epsilon 1e-4, as distributed_helpers.make_optimizer says why: the attention key biases' gradients
 # are round-off (zero in exact arithmetic), which Adam with eps 1e-8 would turn into steps that
 # differ between the two runs; the real gradients here are far above 1e-4.
 COMMON = ["--dtype", "float64", "--adam_epsilon", "1e-4", "--plot", "false", "--logging_steps", "1", "--seed", "3"]
@@ -59,7 +59,7 @@ def assert_same_model(got_dir, want_dir, cls_name, what="2 ranks"):
     """Every weight within TOL relative, but the attention key biases: they start at 0 and their
     gradient is 0 in exact arithmetic, so both runs leave them at round-off (~1e-20) that differs
     in every digit; they are held below 1e-9 x their layer's key weights on both sides instead
-    (headhelpers.analytically_zero; a real gradient would move them by ~1e-3)."""
+    (head_helpers.analytically_zero; a real gradient would move them by ~1e-3)."""
     got, want = weights(got_dir), weights(want_dir)
     zero = analytically_zero(want, cls_name)
     assert_grads_close(got, want, zero=zero, tol=TOL)

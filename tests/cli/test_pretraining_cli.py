@@ -92,7 +92,7 @@ def test_pretrain_resume_and_fill_mask(corpus, tmp_path, capsys):
 def test_fill_mask_equals_transformers_pipeline(corpus, tmp_path):
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("torch")
-    from npbert.data.pretraining_eval import config_for_size, fill_mask
+    from npbert.data.pretraining_eval import config_for_size
     tok = npbert.BertTokenizer(str(corpus / "vocab.txt"))
     model = npbert.BertForPreTraining(config_for_size("tiny", len(tok), max_position_embeddings=64), seed=1)
     rng = np.random.default_rng(0)
@@ -103,9 +103,9 @@ def test_fill_mask_equals_transformers_pipeline(corpus, tmp_path):
     pipe = transformers.pipeline("fill-mask", model=str(tmp_path), tokenizer=str(tmp_path), framework="pt") \
         if "framework" in transformers.pipeline.__code__.co_varnames else \
         transformers.pipeline("fill-mask", model=str(tmp_path), tokenizer=str(tmp_path))
-    model.eval()
+    fill = npbert.pipeline("fill-mask", model=str(tmp_path))          # as transformers: a BertForMaskedLM of the directory
     for text in ("good [MASK], sweet prince", "what [MASK] through yonder window breaks"):
-        ours, theirs = fill_mask(model, tok, text, top_k=4), pipe(text, top_k=4)
+        ours, theirs = fill(text, top_k=4), pipe(text, top_k=4)
         assert [r["token"] for r in ours] == [r["token"] for r in theirs]
         assert [r["token_str"] for r in ours] == [r["token_str"] for r in theirs]
         assert [r["sequence"] for r in ours] == [r["sequence"] for r in theirs]

@@ -1,4 +1,7 @@
-"""TrainerState, EvalPrediction, PredictionOutput, TrainOutput: transformers' containers."""
+"""TrainerState, EvalPrediction, PredictionOutput, TrainOutput: transformers' containers.
+
+`trainer.state` (a TrainerState, saved as trainer_state.json) is the run's progress; a model's
+`model.state` (npbert/modeling/module.py: ModelState) is what its modules share."""
 import dataclasses
 import json
 from collections import namedtuple

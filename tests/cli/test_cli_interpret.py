@@ -12,7 +12,7 @@ import npbert
 import npbert.interpret as ni
 from npbert.cli import main
 
-from interphelpers import tiny_checkpoint
+from interpret.interpret_helpers import tiny_checkpoint
 
 LABELS = {0: "negative", 1: "positive"}
 

@@ -15,7 +15,7 @@ import pytest
 import npbert
 from npbert import cli
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORDS = ("the a of and to in is it was he she for on with his her they at be this from by not but all were when "
          "we there an which their said if will each about how up out them then so would into has two like him "
          "time could no make than first been who now people my made over did down only way find may long day "

@@ -13,7 +13,7 @@ from npbert.cli import main
 from npbert.tasks import metrics
 from npbert.tasks.readers import read_conll, read_table
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks", "data")
 POSITIVE = ["a fine and gentle day", "sweet music fills the hall", "the garden is fair and bright",
             "good friends share a merry feast", "the bright sun warms the field", "a kind word heals the heart",
             "joy and laughter in the house", "the fair maid sings sweetly"]

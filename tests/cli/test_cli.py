@@ -14,7 +14,7 @@ import npbert
 from npbert import cli
 from npbert.explain import LookupTokenizer, TINY_CONFIG, TINY_VOCAB
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # The names the forward walk must print, in this order (see docs/ and the state_dict).
 STAGES = [

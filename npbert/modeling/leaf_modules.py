@@ -14,12 +14,12 @@ the same numbers) and has the module pair every npbert module has:
     dx, grads = linear.backward(dy, cache)   grads keyed by the model's full parameter names
     y = linear(x)                            the forward's output alone, as torch
 
-Each prints as torch prints it.
+Each prints as torch prints it.  The public package npbert.nn re-exports these classes under
+torch.nn's names, beside torch's loss modules.
 """
 import numpy as np
 
 from npbert.ops.activations import get_activation
-from npbert.ops.dropout import DropoutKey
 from npbert.ops.linear import linear_input_grad, linear_param_grads
 from npbert.settings import PROBABILITY
 
@@ -71,9 +71,12 @@ def check_range(name, ids, high, what):
 class Linear(Module):
     """nn.Linear(in_features, out_features, bias): y = x W^T + b, W (out, in) ~ N(0, initializer_range),
     b (out,) zeros.  `tied_to=(weight_name, bias_name)`: registers nothing and reads those two
-    parameters instead (the MLM decoder: the word embeddings and cls.predictions.bias)."""
+    parameters instead (the MLM decoder: the word embeddings and cls.predictions.bias).
+    `grad_name={"weight": name}`: backward() reports that gradient under `name` instead of the
+    parameter's (the decoder's dW as "cls.predictions.decoder.weight", one of the word
+    embeddings' two uses, which the model adds to the lookup's in one place)."""
 
-    def __init__(self, *args, bias=True, tied_to=None):
+    def __init__(self, *args, bias=True, tied_to=None, grad_name=None):
         state, prefix, (in_features, out_features, *rest) = _placement(args)
         bias = rest[0] if rest else bias
         super().__init__(state, prefix)
@@ -83,6 +86,7 @@ class Linear(Module):
                 self.add_param("bias", (out_features,), "zeros")
         else:
             self._own = {"weight": tied_to[0], "bias": tied_to[1]}
+        self._grad_name = dict(grad_name or {})      # "weight" / "bias" -> the name backward() reports, if not the parameter's
         _init_standalone(self)
 
     @property
@@ -110,13 +114,15 @@ class Linear(Module):
 
     def backward(self, dy, cache):
         """In the forward: y = x W^T + b.  dy (..., out) -> (dx = dy W (..., in), {W's name: dW =
-        dy^T x, b's name: db = sum of dy}); dW and db are skipped when frozen (model.freeze)."""
+        dy^T x, b's name: db = sum of dy}); each of dW and db is skipped when its parameter is
+        frozen (model.freeze), and the GEMM with it.  The one frozen-aware linear backward: every
+        module's nn.Linear runs it (Module.linear_backward delegates here)."""
         x, weight, has_bias = cache
+        wanted = {k: self._grad_name.get(k, full) for k, full in self._own.items() if full not in self.state.frozen}
         grads = {}
-        names = {k: v for k, v in self._own.items() if v not in self.state.frozen}
-        if names:
-            g = linear_param_grads(dy, x, has_bias)
-            grads = {names[k]: v for k, v in g.items() if k in names}
+        if "weight" in wanted or (has_bias and "bias" in wanted):
+            g = linear_param_grads(dy, x, has_bias and "bias" in wanted, weight_grad="weight" in wanted)
+            grads = {wanted[k]: v for k, v in g.items()}          # weight (out, in), bias (out,)
         return linear_input_grad(dy, weight, x.shape), grads
 
     def extra_repr(self):
@@ -216,11 +222,7 @@ class Dropout(Module):
     def forward(self, x):
         """In training: y = x * keep / (1 - p), keep ~ Bernoulli(1 - p) keyed by (the step's seed,
         this module's name, the row); in eval y = x.  ((same shape), cache)."""
-        rng = None
-        if self.training and self.p:
-            if self.state.step_seed is None:
-                self.state.new_step()
-            rng = DropoutKey(self.state.step_seed, self.prefix.rstrip("."), self.state.call.batch_offset)
+        rng = self.dropout_rng(site=self.prefix.rstrip(".")) if self.p else None   # its name: <owner's prefix>dropout
         return self.ops.dropout_forward(np.asarray(x), self.p, rng, self.training)
 
     def backward(self, dy, cache):
