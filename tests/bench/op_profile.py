@@ -12,6 +12,8 @@ wall time.  Bytes: the arrays an op reads and writes (arguments and results, one
 tuples and dicts), per step; bytes / exclusive time says how far an op is from streaming
 memory.  Threads: how many distinct threads ran the op (1 outside the encoder's halves means
 nothing ran it on the second core, except the ops that split themselves: parallel_for).
+`module FastBertEncoder.forward` / `.backward` (inline) is mostly the main thread waiting for the
+other half to finish (and the halves' outputs joined): how unevenly the two cores were loaded.
 
 The wrapped linear layer computes what npbert/ops/linear.py computes (the same expressions),
 only timing the GEMM and the bias apart.
@@ -149,6 +151,10 @@ def install():
             if hasattr(mod, name):
                 label = "softmax_forward (attention)" if name == "softmax_forward_unshifted" else name
                 setattr(mod, name, wrap(label, getattr(mod, name)))
+    import npbert.fast.gelu as fast_gelu                # the modules read GELU from its registry (get_activation)
+    for key in ("gelu", "gelu_python"):
+        forward, backward = fast_gelu.ACT2FN[key]
+        fast_gelu.ACT2FN[key] = (wrap("gelu_forward", forward), wrap("gelu_backward", backward))
     mfast_attention.tiled_attention_forward = wrap("tiled_attention_forward", tiled.tiled_attention_forward)
     mfast_attention.tiled_attention_backward = wrap("tiled_attention_backward", tiled.tiled_attention_backward)
     classes = [mfast.FastBertOutput, mfast.FastBertIntermediate, mfast.FastBertLayer, mfast.FastBertEncoder,
