@@ -5,12 +5,15 @@
 In float64 it is the reference itself (bit-equal).  In float32 Phi is written as a logistic of
 an odd polynomial,
 
-    Phi(x) ~= 1 / (1 + exp(-z)) = 1 / (2 + expm1(-z)),   z = x * q(x^2),
+    Phi(x) ~= 1 / (1 + exp(-z)),   z = x * q(x^2),
 
 with q of degree 6 fitted (weighted minimax, docs/gelu.md) so that |Phi~ - Phi| <= 2.9e-8 on the
 whole real line; q > 0 grows fast enough that Phi~ saturates to exactly 1 (x > 6) and 0 (x < -6)
-like Phi does.  So gelu(x) = x / (2 + expm1(-z)): 17 elementwise passes and no branch, within
+like Phi does.  So gelu(x) = x / (1 + exp(-z)): 17 elementwise passes and no branch, within
 2.0e-7 |x| of x Phi(x) (the reference rounds x Phi(x) once: the two differ by a few ulp, tested).
+The one transcendental pass is NumPy's float32 exp, which is vectorised (SIMD); its expm1 is
+not, and costs ten times as much: 20 ns an element against 2 ns on the 2-core AMD machine,
+more than the 16 other passes together (docs/performance.md).
 The passes run over cache-sized chunks with `out=` buffers (no temporary arrays), spread over
 npbert's threads: NumPy releases the GIL inside its loops.  Chunks sit on a fixed grid, so the
 result is bit-identical for any number of threads.
@@ -40,7 +43,7 @@ _NEG_Q32 = tuple(np.array(c, _f32) for c in (
     0.00011061238183174282, -7.929487765068188e-06, 2.6452661927578447e-07,
     -3.5123395303315874e-09,
 ))
-_TWO32 = np.array(2.0, _f32)
+_ONE32 = np.array(1.0, _f32)
 _MINUS_HALF32 = np.array(-0.5, _f32)
 _LOG_INV_SQRT_2PI32 = np.array(math.log(INV_SQRT_2PI), _f32)
 
@@ -67,7 +70,7 @@ def _run_chunked(kernel, n_scratch, out, *inputs):
 
 
 def _with_errstate(fn, *args):
-    # np.errstate is per thread: overflow of expm1 to inf is expected here.
+    # np.errstate is per thread: overflow of exp to inf is expected here (then Phi~ = 1 / inf = 0).
     with np.errstate(over="ignore", invalid="ignore"):
         return fn(*args)
 
@@ -84,10 +87,10 @@ def _neg_z32(x, s, p):
 
 
 def _gelu32_kernel(x, y, s):
-    """y = x / (2 + expm1(-z)) = x Phi(x).   x, y, s: float32 chunks."""
+    """y = x / (1 + exp(-z)) = x Phi(x).   x, y, s: float32 chunks."""
     _neg_z32(x, s, y)                         # y = -z
-    np.expm1(y, y)
-    np.add(y, _TWO32, y)                      # y = 1 / Phi(x)
+    np.exp(y, y)
+    np.add(y, _ONE32, y)                      # y = 1 / Phi(x)
     np.divide(x, y, y)
 
 
@@ -95,8 +98,8 @@ def _dgelu32_kernel(x, dy, dx, s, p):
     """dx = dy Phi(x) + dy x phi(x).   x, dy, dx, s, p: float32 chunks; dx may be dy itself
     (every read of dy comes before the one write of dx)."""
     _neg_z32(x, s, p)                         # p = -z
-    np.expm1(p, p)
-    np.add(p, _TWO32, p)                      # p = 1 / Phi(x)
+    np.exp(p, p)
+    np.add(p, _ONE32, p)                      # p = 1 / Phi(x)
     np.multiply(s, _MINUS_HALF32, s)          # s = -x^2 / 2
     np.add(s, _LOG_INV_SQRT_2PI32, s)
     np.exp(s, s)                              # s = phi(x)
@@ -106,16 +109,14 @@ def _dgelu32_kernel(x, dy, dx, s, p):
     np.add(p, s, dx)
 
 
-_ONE32 = np.array(1.0, _f32)
-
 
 def _gelu32_with_grad_kernel(x, d, y, s, p):
     """y = x Phi(x), the very numbers _gelu32_kernel writes, and d = Phi(x) + x phi(x) = dy/dx.
     x, d, y, s, p: float32 chunks (d is written: _run_chunked passes outputs after the inputs);
     y may be x itself (x is read for the last time by the pass that writes y)."""
     _neg_z32(x, s, p)                         # p = -z, s = x^2
-    np.expm1(p, p)
-    np.add(p, _TWO32, p)                      # p = 1 / Phi(x)
+    np.exp(p, p)
+    np.add(p, _ONE32, p)                      # p = 1 / Phi(x)
     np.divide(_ONE32, p, d)                   # d = Phi(x)
     np.multiply(s, _MINUS_HALF32, s)          # s = -x^2 / 2
     np.add(s, _LOG_INV_SQRT_2PI32, s)

@@ -17,6 +17,15 @@ npbert's own pool).
 
     python tests/bench/bench_model.py                  # bert-base, batch 8 x seq 128, float32
     python tests/bench/bench_model.py --layers 2 --rounds 3    # quicker
+    python tests/bench/bench_model.py --profile --impls npbert,gemm-floor --no-memory
+                                                        # and where npbert's time goes, op by op
+
+Every run first prints the CPU it ran on: the model name (/proc/cpuinfo), whether it has
+AVX-512, and the BLAS NumPy loaded with the kernel it runs (threadpoolctl's "architecture":
+OpenBLAS runs its Haswell kernels on AMD Zen, its SkylakeX ones on Intel AVX-512).
+`--profile` then runs npbert's fast path once more with every op timed (tests/bench/op_profile.py),
+alternating with the GEMM floor, and prints each op's share of the step, the bytes it reads
+and writes, and how many threads ran it.
 
 Targets (issue 2): forward <= 0.85x torch's time, forward+backward <= 0.9x,
 peak memory of forward+backward <= torch's.  `npbert-reference` is the same model on the
@@ -200,6 +209,54 @@ def _gemm_floor_runner(args, dH, with_attention=False):
     return run, lambda: None
 
 
+def cpu_description():
+    """One line: the CPU (model name, AVX-512 or not, cores) and NumPy's BLAS with its kernel."""
+    import numpy as np
+    model, flags = "unknown CPU", ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown CPU":
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = line.split(":", 1)[1]
+    except OSError:
+        pass
+    simd = "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "no AVX2"
+    try:
+        import threadpoolctl
+        blas = [f"{i.get('internal_api')} {i.get('version')} kernel {i.get('architecture', '?')}, "
+                f"{i.get('num_threads')} threads" for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"]
+        blas = "; ".join(blas) or "no BLAS found by threadpoolctl"
+    except ImportError:
+        blas = "BLAS kernel unknown (pip install threadpoolctl)"
+    return f"cpu: {model} ({simd}, {os.cpu_count()} cpus); numpy {np.__version__}: {blas}"
+
+
+def profile_worker(args):
+    """npbert's fast path with every op timed (op_profile.py), alternating with the GEMM floor run by
+    run; prints one JSON line {mode: {"profile": ..., "floor": [seconds], "npbert": [seconds]}}."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import op_profile
+    op_profile.install()                                  # before the model is built and run
+    run, _ = make_runner("npbert", args)
+    floor, _ = _gemm_floor_runner(args, _inputs(args)[2])
+    result = {}
+    for mode in args.modes.split(","):
+        run(mode), floor(mode)                            # warm-up
+        op_profile.reset()
+        walls, floors = [], []
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            floor(mode)
+            floors.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            run(mode)
+            walls.append(time.perf_counter() - t0)
+        result[mode] = {"profile": op_profile.snapshot(sum(walls)), "floor": floors, "npbert": walls}
+    print(json.dumps(result))
+
+
 def alternating_times(runners, modes, rounds):
     """{mode: {impl: [seconds per round]}}: one warm-up each, then the implementations taking
     turns run by run, so that a shared machine's changing load falls on all alike."""
@@ -264,11 +321,15 @@ def main():
     p.add_argument("--impls", default=",".join(IMPLS))
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    p.add_argument("--profile", action="store_true", help="also print where npbert's time goes, op by op")
+    p.add_argument("--profile-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--time-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--memory-worker", nargs=2, metavar=("IMPL", "MODE"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.time_worker:
         return time_worker(args)
+    if args.profile_worker:
+        return profile_worker(args)
     if args.memory_worker:
         return memory_worker(*args.memory_worker, args)
 
@@ -278,6 +339,10 @@ def main():
     impls, modes = args.impls.split(","), args.modes.split(",")
     print(f"config: {args.layers} layers, hidden 768, 12 heads, intermediate 3072, vocab 30522; "
           f"batch {args.batch} x seq {args.seq}, float32, 2 threads; {args.rounds} alternating rounds", flush=True)
+    cpu = subprocess.run([sys.executable, "-c", "import bench_model; print(bench_model.cpu_description())"],
+                         env=dict(env, PYTHONPATH=os.path.dirname(os.path.abspath(__file__)) + os.pathsep
+                                  + env["PYTHONPATH"]), capture_output=True, text=True)
+    print(cpu.stdout.strip() or cpu.stderr[-500:], flush=True)
 
     out = subprocess.run(common + ["--time-worker"], env=env, capture_output=True, text=True)
     if out.returncode != 0:
@@ -332,6 +397,25 @@ def main():
                     ratios = [a / b for a, b in zip(times[mode]["gemm-floor"], times[mode][impl])]
                     print(f"  gemm-floor / {impl:11s} time {statistics.median(ratios):5.2f}x "
                           f"(rounds {min(ratios):.2f}..{max(ratios):.2f}): no NumPy BERT can do better here")
+
+    if args.profile:
+        print_profile(common, env, modes, args.rounds)
+
+
+def print_profile(common, env, modes, rounds):
+    """Run the profile worker and print its tables (op_profile.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import op_profile
+    out = subprocess.run(common + ["--profile-worker"], env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"profile worker failed:\n{out.stderr[-3000:]}")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    for mode in modes:
+        r = result[mode]
+        ratios = [a / b for a, b in zip(r["npbert"], r["floor"])]
+        print(f"\n{mode}: npbert (profiled) / gemm-floor, round by round: median {statistics.median(ratios):.2f}x "
+              f"(rounds {min(ratios):.2f}..{max(ratios):.2f}; the timers add a little)")
+        op_profile.print_table(mode, r["profile"], rounds, floor=statistics.median(r["floor"]))
 
 
 if __name__ == "__main__":

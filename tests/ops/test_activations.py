@@ -151,7 +151,7 @@ def test_gelu_float32_error_against_the_truth(F):
     phi = _phi64(x64)
     err = np.abs(y - x64 * phi)
     # Design bound: |Phi~ - Phi| <= 2.9e-8 (the fit) plus float32 rounding of
-    # expm1, 2 + e and the division: measured max 2.0e-7 |x| (1.7 ulp of y).
+    # exp, 1 + e and the division: measured max 2.0e-7 |x| (1.7 ulp of y).
     # torch's own float32 F.gelu is off by up to 3.6e-7 |x|.
     assert np.all(err <= 2.5e-7 * np.abs(x64)), x[np.argmax(err / np.abs(x64))]
     dx = F.gelu_backward(np.ones_like(x), cache)
