@@ -20,8 +20,8 @@ npbert's, and to find which layer a bug is in.
 and mode: call `model.eval()` first to compare without dropout.  The caches are plain dicts:
 cache["probs"] holds layer i's attention probabilities (B, N, F, T) as used.
 
-Which `layers` holds what: this module runs one piece on its own; npbert/interpret/layers.py runs
-the whole model from a named layer's output, for attribution (captum's layer methods).
+(npbert/interpret/layer_runs.py is another thing: it runs the whole model from a named layer's
+output, for attribution, as captum's layer methods do.)
 """
 import numpy as np
 

@@ -1,7 +1,7 @@
 """The fast path: twins of the reference ops (npbert/ops) that compute the same numbers with
 threads, row blocks, fused passes and preallocated buffers (cs231n's fast_layers.py beside its
 layers.py; llm.c's matmul_forward beside matmul_forward_naive).  Tested equal to the reference
-in tests/ops/test_fast_equals_reference.py: float64 to round-off (bit-equal where the
+in tests/fast/test_ops_fast_equals_reference.py: float64 to round-off (bit-equal where the
 arithmetic is the same), float32 within a few ulp.
 
 This namespace holds every name npbert.ops holds, so a module reads its ops from whichever path

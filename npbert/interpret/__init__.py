@@ -11,13 +11,15 @@ Attributions, captum's names and semantics (docs/interpret.md derives each):
     saliency, input_x_gradient, integrated_gradients, layer_conductance     gradients.py
     attention_rollout, attention_flow, grad_rollout                        attention.py
     head_importance, pruning_curve                                         heads.py
-Pictures and views: pictures.py (PNG with matplotlib, standalone HTML), views.py (bertviz's data).
+Pictures and views: pictures.py (PNG with matplotlib, standalone HTML), attention_picture.py (one
+layer's attention as a picture: `npbert attention`, `npbert predict --attention`), views.py
+(bertviz's data).  Running a model from a named layer's output: layer_runs.py.
 """
 from .attention import AttentionRelevance, attention_flow, attention_rollout, grad_rollout
 from .baselines import default_baseline_ids
 from .gradients import Attribution, input_x_gradient, integrated_gradients, layer_conductance, saliency
 from .heads import HeadImportance, PruningCurve, evaluate, head_importance, pruning_curve
-from .layers import layer_names
+from .layer_runs import layer_names
 from .pictures import (head_importance_png, pruning_curve_png, relevance_map_png, token_heatmap_html,
                        token_heatmap_png)
 from .quadrature import METHODS, step_sizes_and_alphas

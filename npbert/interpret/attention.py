@@ -27,7 +27,7 @@ import numpy as np
 
 from npbert.modeling import no_grad
 
-from .layers import inspecting, prepare_inputs
+from .layer_runs import inspecting, prepare_inputs
 from .targets import check_output_shapes, resolve_target
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from npbert.interpret.affine_rows import AffineRows
 
 from .baselines import baseline_ids_or_values, default_baseline_ids
-from .layers import layer_output, prepare_inputs, resolve_layer, run_from, tiled
+from .layer_runs import layer_output, prepare_inputs, resolve_layer, run_from, tiled
 from .quadrature import check_rule, step_sizes_and_alphas
 from .targets import resolve_target
 

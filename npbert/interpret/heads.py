@@ -44,7 +44,7 @@ import numpy as np
 
 from npbert.modeling import no_grad
 
-from .layers import inspecting
+from .layer_runs import inspecting
 from .regroup import Plan, plan_runs
 
 

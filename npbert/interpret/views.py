@@ -22,7 +22,7 @@ import numpy as np
 
 from npbert.modeling import no_grad
 
-from .layers import inspecting
+from .layer_runs import inspecting
 
 
 def _run(model, tokenizer, text, text_pair):

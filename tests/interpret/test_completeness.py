@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import npbert
 import npbert.interpret as ni
-from npbert.interpret.layers import prepare_inputs, resolve_layer, run_from
+from npbert.interpret.layer_runs import prepare_inputs, resolve_layer, run_from
 
 
 def small_model(seed, layers, heads, hidden_per_head):

@@ -11,7 +11,7 @@ import pytest
 import npbert
 import npbert.interpret as ni
 from npbert.interpret.gradients import _chunks
-from npbert.interpret.layers import layer_output, prepare_inputs, resolve_layer, run_from, tiled
+from npbert.interpret.layer_runs import layer_output, prepare_inputs, resolve_layer, run_from, tiled
 from npbert.interpret.quadrature import step_sizes_and_alphas
 from npbert.interpret.targets import resolve_target
 from npbert.interpret.affine_rows import AffineRows
