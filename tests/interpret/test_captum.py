@@ -130,8 +130,8 @@ def test_internal_batching_equals_captums(classifier, batch):
 @pytest.mark.parametrize("layer", ["bert.embeddings", "bert.embeddings.word_embeddings"])
 def test_saliency_and_input_x_gradient_equal_captums(classifier, batch, layer):
     model, hf, _ = classifier
-    z = ni.gradients.layer_output(model, ni.layers.prepare_inputs(model, batch)[0],
-                                  ni.layers.resolve_layer(model, layer))
+    z = ni.gradients.layer_output(model, ni.layer_runs.prepare_inputs(model, batch)[0],
+                                  ni.layer_runs.resolve_layer(model, layer))
     forward = from_layer_forward(hf, layer)
     args = (t(batch["input_ids"]),) + extra(batch)
     for abs_ in (True, False):
@@ -146,8 +146,8 @@ def test_saliency_and_input_x_gradient_equal_captums(classifier, batch, layer):
 @pytest.mark.parametrize("method", ni.METHODS)
 def test_layer_conductance_equals_captums(classifier, batch, method):
     model, hf, tok = classifier
-    inputs = ni.layers.prepare_inputs(model, batch)[0]
-    start = ni.layers.resolve_layer(model, "bert.embeddings")
+    inputs = ni.layer_runs.prepare_inputs(model, batch)[0]
+    start = ni.layer_runs.resolve_layer(model, "bert.embeddings")
     x = ni.gradients.layer_output(model, inputs, start)
     x0 = ni.gradients.layer_output(model, inputs, start, tutorial_baseline(tok, batch))
     lc = captum_attr.LayerConductance(from_layer_forward(hf, "bert.embeddings"), hf.bert.encoder.layer[3])
@@ -163,8 +163,8 @@ def test_layer_conductance_equals_captums(classifier, batch, method):
 
 def test_conductance_from_the_word_embeddings_equals_captums(classifier, batch):
     model, hf, tok = classifier
-    inputs = ni.layers.prepare_inputs(model, batch)[0]
-    start = ni.layers.resolve_layer(model, "bert.embeddings.word_embeddings")
+    inputs = ni.layer_runs.prepare_inputs(model, batch)[0]
+    start = ni.layer_runs.resolve_layer(model, "bert.embeddings.word_embeddings")
     x = ni.gradients.layer_output(model, inputs, start)
     x0 = ni.gradients.layer_output(model, inputs, start, tutorial_baseline(tok, batch))
     lc = captum_attr.LayerConductance(from_layer_forward(hf, start.name), hf.bert.encoder.layer[0])
@@ -206,7 +206,7 @@ def test_question_answering_integrated_gradients_equal_captums(qa, side, layer, 
 def test_question_answering_saliency_and_input_x_gradient_equal_captums(qa, layer):
     model, hf, tok = qa
     enc = qa_inputs(tok)
-    z = ni.gradients.layer_output(model, ni.layers.prepare_inputs(model, enc)[0], ni.layers.resolve_layer(model, layer))
+    z = ni.gradients.layer_output(model, ni.layer_runs.prepare_inputs(model, enc)[0], ni.layer_runs.resolve_layer(model, layer))
     args = (t(enc["input_ids"]),) + extra(enc)
     for side in ("start", "end"):
         forward = from_layer_forward(hf, layer, f"{side}_logits")
@@ -221,8 +221,8 @@ def test_question_answering_saliency_and_input_x_gradient_equal_captums(qa, laye
 def test_question_answering_conductance_equals_captums(qa, method):
     model, hf, tok = qa
     enc = qa_inputs(tok)
-    inputs = ni.layers.prepare_inputs(model, enc)[0]
-    start = ni.layers.resolve_layer(model, "bert.embeddings")
+    inputs = ni.layer_runs.prepare_inputs(model, enc)[0]
+    start = ni.layer_runs.resolve_layer(model, "bert.embeddings")
     x = ni.gradients.layer_output(model, inputs, start)
     x0 = ni.gradients.layer_output(model, inputs, start, tutorial_baseline(tok, enc))
     for i in range(model.config.num_hidden_layers):                    # every encoder layer of the tiny model
