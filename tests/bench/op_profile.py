@@ -43,50 +43,51 @@ def _nbytes(obj, depth=0):
     return 0
 
 
-@contextlib.contextmanager
-def timed(name, nbytes=0):
-    """Exclusive wall time of the block under `name` (child blocks' time subtracted)."""
+def _enter():
+    """Start timing a block: push its children's time (0 so far)."""
     stack = getattr(_local, "stack", None)
     if stack is None:
         stack = _local.stack = []
     stack.append(0.0)                               # the children's time
-    t0 = time.perf_counter()
+    return stack, time.perf_counter()
+
+
+def _leave(stack, t0):
+    """The block's exclusive time (its children's subtracted), counted in its parent's children."""
+    dt = time.perf_counter() - t0
+    children = stack.pop()
+    if stack:
+        stack[-1] += dt
+    return dt - children
+
+
+def _add(name, seconds, nbytes):
+    with _lock:
+        s = STATS[name]
+        s["seconds"] += seconds
+        s["calls"] += 1
+        s["bytes"] += nbytes
+        s["threads"].add(threading.get_ident())
+
+
+@contextlib.contextmanager
+def timed(name, nbytes=0):
+    """Exclusive wall time of the block under `name` (child blocks' time subtracted)."""
+    stack, t0 = _enter()
     try:
         yield
     finally:
-        dt = time.perf_counter() - t0
-        children = stack.pop()
-        if stack:
-            stack[-1] += dt
-        with _lock:
-            s = STATS[name]
-            s["seconds"] += dt - children
-            s["calls"] += 1
-            s["bytes"] += nbytes
-            s["threads"].add(threading.get_ident())
+        _add(name, _leave(stack, t0), nbytes)
 
 
 def wrap(name, fn, count_bytes=True):
     def wrapped(*args, **kwargs):
-        stack = getattr(_local, "stack", None)
-        if stack is None:
-            stack = _local.stack = []
-        stack.append(0.0)
-        t0 = time.perf_counter()
+        stack, t0 = _enter()
         try:
             out = fn(*args, **kwargs)
         finally:
-            dt = time.perf_counter() - t0
-            children = stack.pop()
-            if stack:
-                stack[-1] += dt
-        nbytes = (_nbytes(args) + _nbytes(kwargs) + _nbytes(out)) if count_bytes else 0
-        with _lock:
-            s = STATS[name]
-            s["seconds"] += dt - children
-            s["calls"] += 1
-            s["bytes"] += nbytes
-            s["threads"].add(threading.get_ident())
+            seconds = _leave(stack, t0)
+        _add(name, seconds, (_nbytes(args) + _nbytes(kwargs) + _nbytes(out)) if count_bytes else 0)
         return out
     wrapped.__wrapped__ = fn
     return wrapped
