@@ -43,7 +43,8 @@ class BertLayer(Module):
         """(B, T, H) -> ((B, F, H), probs (B, N, F, T), cache), F = T, or b - a with query_rows = (a, b)
         (BertSelfAttention.forward).  record: an optional dict that gets the attention's
         intermediates, attention_output, intermediate_output and layer_output.  Under
-        npbert.no_grad() each sublayer's cache is dropped as soon as it is made."""
+        npbert.no_grad() each sublayer's cache is dropped as soon as it is made, and the cache
+        returned is None."""
         keep = self.state.call.keep_caches
         attention_output, probs, attention_cache = self.attention.forward(
             hidden_states, attention_mask, head_mask, record, output_attentions, query_rows)     # (B, F, H)
@@ -54,6 +55,8 @@ class BertLayer(Module):
         if record is not None:
             record.update(attention_output=attention_output, intermediate_output=intermediate_output,
                           layer_output=layer_output)
+        if not keep:
+            return layer_output, probs, None          # (the output's cache holds the (B, F, I) activation)
         return layer_output, probs, (attention_cache, intermediate_cache, output_cache)
 
     def backward(self, dout, cache, dprobs=None, record=None):
