@@ -12,7 +12,7 @@ wall time.  Bytes: the arrays an op reads and writes (arguments and results, one
 tuples and dicts), per step; bytes / exclusive time says how far an op is from streaming
 memory.  Threads: how many distinct threads ran the op (1 outside the encoder's halves means
 nothing ran it on the second core, except the ops that split themselves: parallel_for).
-`module FastBertEncoder.forward` / `.backward` (inline) is mostly the main thread waiting for the
+`module BertEncoder.forward` / `.backward` (inline) is mostly the main thread waiting for the
 other half to finish (and the halves' outputs joined): how unevenly the two cores were loaded.
 
 The wrapped linear layer computes what npbert/ops/linear.py computes (the same expressions),
@@ -105,11 +105,13 @@ def linear_forward(x, weight, bias=None):
     return y.reshape(*x.shape[:-1], weight.shape[0]), (x, weight, bias is not None)
 
 
-def linear_param_grads(dy, x, has_bias=True):
+def linear_param_grads(dy, x, has_bias=True, weight_grad=True):
     dy2 = dy.reshape(-1, dy.shape[-1])
     x2 = x.reshape(-1, x.shape[-1])
-    with timed("GEMM", dy2.nbytes + x2.nbytes + dy2.shape[1] * x2.shape[1] * x2.itemsize):
-        grads = {"weight": dy2.T @ x2}
+    grads = {}
+    if weight_grad:
+        with timed("GEMM", dy2.nbytes + x2.nbytes + dy2.shape[1] * x2.shape[1] * x2.itemsize):
+            grads["weight"] = dy2.T @ x2
     if has_bias:
         with timed("linear: bias grad (column sums)", dy2.nbytes):
             grads["bias"] = dy2.sum(axis=0)
@@ -136,11 +138,11 @@ def install():
     import npbert.modeling.fast as mfast
     import npbert.modeling.fast_attention as mfast_attention
     import npbert.modeling.module as module
-    import npbert.modeling.nn as nn
-    from npbert.modeling import bert, embeddings, encoder, pooler
+    import npbert.modeling.leaf_modules as leaf_modules
+    from npbert.modeling import attention, bert, embeddings, encoder, pooler
 
     fast.linear_forward = linear_forward
-    for mod in (module, nn, mfast_attention):
+    for mod in (module, leaf_modules, mfast_attention):
         mod.linear_param_grads = linear_param_grads
         mod.linear_input_grad = linear_input_grad
     for name in OPS:
@@ -158,10 +160,9 @@ def install():
         fast_gelu.ACT2FN[key] = (wrap("gelu_forward", forward), wrap("gelu_backward", backward))
     mfast_attention.tiled_attention_forward = wrap("tiled_attention_forward", tiled.tiled_attention_forward)
     mfast_attention.tiled_attention_backward = wrap("tiled_attention_backward", tiled.tiled_attention_backward)
-    classes = [mfast.FastBertOutput, mfast.FastBertIntermediate, mfast.FastBertLayer, mfast.FastBertEncoder,
-               mfast_attention.FastBertSelfAttention, mfast_attention.FastBertSelfOutput,
-               mfast_attention.FastBertAttention, embeddings.BertEmbeddings, pooler.BertPooler,
-               bert.BertModel, encoder.BertEncoder]
+    classes = [mfast.FastBertOutput, mfast.FastBertIntermediate, mfast_attention.FastBertSelfAttention,
+               mfast_attention.FastBertSelfOutput, attention.BertAttention, encoder.BertLayer,
+               embeddings.BertEmbeddings, pooler.BertPooler, bert.BertModel, encoder.BertEncoder]
     for cls in classes:
         for meth in ("forward", "backward"):
             if meth in cls.__dict__:
