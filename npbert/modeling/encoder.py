@@ -80,16 +80,19 @@ class LayerRecompute:
         self.step_seed, self.batch_offset = state.step_seed, state.call.batch_offset     # its dropout masks' keys
 
     def cache(self):
-        """The layer's cache, from its forward run again with the same inputs and dropout keys."""
+        """The layer's cache, from its forward run again with the same inputs and dropout keys: its
+        batch_offset in this thread's call options, its step seed in the state (only when changed
+        since, i.e. after another forward)."""
         state = self.layer.state
-        saved = state.step_seed, state.call.batch_offset
-        if saved != (self.step_seed, self.batch_offset):       # (only when changed since: the halves' threads)
-            state.step_seed, state.call.batch_offset = self.step_seed, self.batch_offset
+        seed_now = state.step_seed
+        if seed_now != self.step_seed:
+            state.step_seed = self.step_seed
         try:
-            return self.layer.forward(*self.args, **self.kwargs)[2]
+            with state.call.setting(batch_offset=self.batch_offset):
+                return self.layer.forward(*self.args, **self.kwargs)[2]
         finally:
-            if saved != (state.step_seed, state.call.batch_offset):
-                state.step_seed, state.call.batch_offset = saved
+            if state.step_seed != seed_now:
+                state.step_seed = seed_now
 
 
 class BertEncoder(Module):

@@ -30,16 +30,12 @@ def forward_in_halves(encoder, hidden_states, attention_mask, head_mask, output_
     """BertEncoder.forward's result, each half of the rows run by forward_layers."""
     B = hidden_states.shape[0]
     bounds = ((0, B // 2), (B // 2, B))
-    call = encoder.state.call
-    options = call.options
     half_records = _half_records(records, len(bounds))
 
-    def half(k):
-        a, b = bounds[k]
-        with call.adopted(options, batch_offset=options.batch_offset + a):     # its rows' dropout masks
-            return encoder.forward_layers(hidden_states[a:b], _rows(attention_mask, a, b), head_mask,
-                                          output_hidden_states, output_attentions, half_records[k], read_rows)
-    halves = side_by_side([lambda k=k: half(k) for k in range(len(bounds))])
+    def half(k, a, b):
+        return encoder.forward_layers(hidden_states[a:b], _rows(attention_mask, a, b), head_mask,
+                                      output_hidden_states, output_attentions, half_records[k], read_rows)
+    halves = _side_by_side(encoder, bounds, half)
     _merge_records(records, half_records)
     last = np.concatenate([h[0] for h in halves])                       # (B, T, H)
     all_hidden_states = all_attentions = None
@@ -53,16 +49,12 @@ def forward_in_halves(encoder, hidden_states, attention_mask, head_mask, output_
 def backward_in_halves(encoder, dout, caches, dhidden_states, dattentions, stop, records):
     """BertEncoder.backward's result for caches of forward_in_halves: each half's backward_layers
     side by side, their weight gradients (and head-mask gradients) added."""
-    call = encoder.state.call
-    options = call.options
     half_records = _half_records(records, len(caches.bounds))
 
-    def half(k):
-        a, b = caches.bounds[k]
-        with call.adopted(options, batch_offset=options.batch_offset + a):     # a checkpointed layer's masks
-            return encoder.backward_layers(dout[a:b], caches[k], _rows_of(dhidden_states, a, b),
-                                           _rows_of(dattentions, a, b), stop, half_records[k])
-    halves = side_by_side([lambda k=k: half(k) for k in range(len(caches.bounds))])
+    def half(k, a, b):
+        return encoder.backward_layers(dout[a:b], caches[k], _rows_of(dhidden_states, a, b),
+                                       _rows_of(dattentions, a, b), stop, half_records[k])
+    halves = _side_by_side(encoder, caches.bounds, half)
     _merge_records(records, half_records)
     grads = halves[0][1]
     names = list(grads)
@@ -75,6 +67,19 @@ def backward_in_halves(encoder, dout, caches, dhidden_states, dattentions, stop,
     if stop > 0:
         return None, grads
     return np.concatenate([h[0] for h in halves]), grads
+
+
+def _side_by_side(encoder, bounds, work):
+    """[work(k, a, b) for each half k, rows [a, b)], side by side; each half in a copy of the
+    caller's call options with batch_offset moved to its first row (its rows' dropout masks)."""
+    call = encoder.state.call
+    options = call.options
+
+    def half(k):
+        a, b = bounds[k]
+        with call.adopted(options, batch_offset=options.batch_offset + a):
+            return work(k, a, b)
+    return side_by_side([lambda k=k: half(k) for k in range(len(bounds))])
 
 
 def _rows(mask, a, b):
